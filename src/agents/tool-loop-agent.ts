@@ -1,0 +1,106 @@
+import { z } from "zod";
+import { defineAgent, type Action, type AgentDefinition, type Outcome } from "../engine/agent.js";
+import type { Budgets } from "../engine/budgets.js";
+import type { Json } from "../engine/json.js";
+import type { TetherModel, ToolSpec } from "../engine/model.js";
+import type { AnyResource } from "../engine/resource.js";
+import type { AgentState, Message } from "../engine/state.js";
+import type { AnyTool } from "../engine/tool.js";
+
+export interface ToolLoopAgentOptions {
+  name: string;
+  version?: string;
+  description?: string;
+  system?: string;
+  model?: TetherModel | string;
+  tools?: readonly AnyTool[];
+  resources?: readonly AnyResource[];
+  /** Model turns before the agent stops with what it has. Default 20. */
+  maxTurns?: number;
+  budgets?: Budgets;
+  staleAfterMs?: number;
+  onStale?: AgentDefinition["onStale"];
+  vars?: z.ZodType<unknown>;
+  /** Extra vars of a new run. */
+  initialVars?: (input: { prompt: string }) => Record<string, Json>;
+}
+
+export const toolLoopInput = z.union([z.string().min(1), z.object({ prompt: z.string().min(1) }).strict()]);
+
+function promptOf(input: Json): string {
+  return typeof input === "string" ? input : String((input as { prompt: string }).prompt);
+}
+
+/** The tool call of the newest assistant turn that has no result yet. */
+export function pendingToolCall(messages: readonly Message[]): { toolCallId: string; toolName: string; input: Json } | undefined {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message.role !== "assistant") continue;
+    if (!message.toolCalls?.length) return undefined;
+    const answered = new Set<string>();
+    for (let j = i + 1; j < messages.length; j++) {
+      const later = messages[j];
+      if (later.role === "tool") answered.add(later.toolCallId);
+    }
+    return message.toolCalls.find((call) => !answered.has(call.toolCallId));
+  }
+  return undefined;
+}
+
+/**
+ * The built-in tool-calling loop: model → tool calls → model … until the model answers
+ * without calling a tool, or `maxTurns` is reached. Each model call and each tool call is one
+ * step, journaled and snapshotted on its own.
+ */
+export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
+  const tools = options.tools ?? [];
+  const specs: ToolSpec[] = tools.map((t) => t.spec);
+  const maxTurns = options.maxTurns ?? 20;
+  return defineAgent({
+    name: options.name,
+    version: options.version ?? "1",
+    description: options.description,
+    tools,
+    resources: options.resources,
+    model: options.model,
+    budgets: options.budgets,
+    staleAfterMs: options.staleAfterMs,
+    onStale: options.onStale,
+    vars: options.vars,
+    input: toolLoopInput as unknown as z.ZodType<Json>,
+    init(input: Json): AgentState {
+      const prompt = promptOf(input);
+      const messages: Message[] = [];
+      if (options.system) messages.push({ role: "system", content: options.system });
+      messages.push({ role: "user", content: prompt });
+      return { messages, vars: { turns: 0, ...options.initialVars?.({ prompt }) } };
+    },
+    next(state): Action {
+      const pending = pendingToolCall(state.messages);
+      if (pending) return { type: "tool", toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
+      const last = state.messages[state.messages.length - 1];
+      if (last?.role === "assistant") return { type: "done", output: last.content };
+      if (Number(state.vars.turns ?? 0) >= maxTurns) {
+        const lastText = [...state.messages].reverse().find((m) => m.role === "assistant");
+        return { type: "done", output: lastText?.content ?? `stopped after ${maxTurns} turns` };
+      }
+      return { type: "model", request: { messages: state.messages, tools: specs } };
+    },
+    apply(state: AgentState, action: Action, outcome: Outcome) {
+      if (outcome.type === "model") {
+        const { text, toolCalls } = outcome.result;
+        state.messages.push(toolCalls.length ? { role: "assistant", content: text, toolCalls } : { role: "assistant", content: text });
+        state.vars = { ...state.vars, turns: Number(state.vars.turns ?? 0) + 1 };
+        return { recordedInMessage: state.messages.length - 1 };
+      }
+      if (action.type !== "tool") return;
+      const content: Json = outcome.ok ? outcome.output : { error: outcome.error, message: outcome.message };
+      state.messages.push(
+        outcome.ok
+          ? { role: "tool", toolCallId: action.toolCallId, toolName: action.toolName, content }
+          : { role: "tool", toolCallId: action.toolCallId, toolName: action.toolName, content, isError: true },
+      );
+      return { recordedInMessage: state.messages.length - 1 };
+    },
+  });
+}

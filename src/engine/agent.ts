@@ -1,0 +1,60 @@
+import type { z } from "zod";
+import type { Json } from "./json.js";
+import type { ModelRequest, ModelResult, TetherModel } from "./model.js";
+import type { AnyResource } from "./resource.js";
+import type { AgentState } from "./state.js";
+import type { AnyTool } from "./tool.js";
+import type { Budgets } from "./budgets.js";
+
+/** What the agent wants to do next; every `model` and `tool` action passes the call gate. */
+export type Action =
+  | { type: "model"; request: ModelRequest }
+  | { type: "tool"; toolCallId: string; toolName: string; input: Json }
+  | { type: "done"; output: Json };
+
+export type ToolOutcomeError = "invalid_input" | "tool_error" | "timeout" | "unknown_tool" | "skipped";
+
+export type Outcome =
+  | { type: "model"; result: ModelResult }
+  | { type: "tool"; ok: true; output: Json }
+  | { type: "tool"; ok: false; error: ToolOutcomeError; message: string };
+
+/**
+ * `apply` may say which new message records the outcome verbatim; the journal then points at
+ * that message instead of storing the same bytes twice.
+ */
+export type ApplyResult = void | { recordedInMessage: number };
+
+/**
+ * An agent's own step logic: `next` plans one call from the state, `apply` folds its outcome
+ * into the state. Between the two the runtime journals the call, so a step is never half-done:
+ * the outcome and the new snapshot are written in one transaction.
+ */
+export interface AgentDefinition {
+  name: string;
+  version: string;
+  description?: string;
+  tools?: readonly AnyTool[];
+  resources?: readonly AnyResource[];
+  /** A model object or a model string (`simulated`, `openai:gpt-4o-mini`, …); the run may override it. */
+  model?: TetherModel | string;
+  budgets?: Budgets;
+  /** Input validation for `start`. */
+  input?: z.ZodType<Json>;
+  /** Validation of `vars` after a human state patch. */
+  vars?: z.ZodType<unknown>;
+  /** A snapshot older than this refuses to resume with `stale_snapshot` unless forced. */
+  staleAfterMs?: number;
+  /** Refresh a stale state instead of refusing; return the refreshed state. */
+  onStale?(state: AgentState, reasons: string[]): Promise<AgentState> | AgentState;
+  init(input: Json): AgentState;
+  next(state: Readonly<AgentState>): Action;
+  apply(state: AgentState, action: Action, outcome: Outcome): ApplyResult;
+}
+
+export function defineAgent(definition: AgentDefinition): AgentDefinition {
+  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(definition.name)) {
+    throw new TypeError(`agent name "${definition.name}" must be 1-64 letters, digits, ".", "_" or "-"`);
+  }
+  return definition;
+}

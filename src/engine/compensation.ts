@@ -1,0 +1,112 @@
+import type { AgentDefinition } from "./agent.js";
+import type { EngineContext } from "./engine-context.js";
+import { statusEntry } from "./executor.js";
+import type { CancelReport, EffectRecord, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
+
+export interface CancellationHost {
+  ctx: EngineContext;
+  agent: AgentDefinition;
+  runId: string;
+  current(): RunRecord;
+  write(update: Omit<RunUpdate, "runId">): Promise<boolean>;
+  releaseResources(): Promise<{ released: string[]; failed: { name: string; error: string }[] }>;
+  compensationResource(name: string): unknown;
+  leavingRunning(): RunPatch;
+  pendingCommands(type: string): Promise<{ id: string; appliedAt: number; outcome: string }[]>;
+  stopSignal: AbortSignal;
+}
+
+export function compensationKey(runId: string, callSeq: number): string {
+  return `${runId}:${callSeq}:compensate`;
+}
+
+/** Effects still to undo, newest first. */
+export function pendingCompensations(effects: readonly EffectRecord[]): EffectRecord[] {
+  return effects.filter((e) => e.state === "done" || e.state === "compensating").sort((a, b) => b.callSeq - a.callSeq);
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * cancelling → cancelled: every completed effect with `compensate`, newest first, each once
+ * (a crash mid-way continues here with the same idempotency key), retried with backoff and
+ * bounded in time; then every held resource is released; then the report.
+ */
+export async function runCancellation(host: CancellationHost): Promise<void> {
+  const { ctx, runId } = host;
+  const tools = new Map((host.agent.tools ?? []).map((t) => [t.name, t]));
+  const { maxAttempts, backoffMs, timeoutMs } = ctx.compensation;
+  const effects = pendingCompensations(await ctx.store.listEffects(runId));
+  for (const effect of effects) {
+    if (host.stopSignal.aborted || host.current().status !== "cancelling") return;
+    const tool = tools.get(effect.tool);
+    let attempts = effect.attempts;
+    let lastError = tool?.compensate ? "" : `the agent no longer declares a compensate for tool ${effect.tool}`;
+    let succeeded = false;
+    while (tool?.compensate && attempts < maxAttempts && !succeeded) {
+      if (attempts > 0) await ctx.clock.sleep(backoffMs * 2 ** Math.max(0, attempts - 1), host.stopSignal).catch(() => undefined);
+      if (host.stopSignal.aborted) return;
+      attempts += 1;
+      const at = ctx.clock.now();
+      await host.write({
+        effects: [{ ...effect, state: "compensating", attempts, updatedAt: at }],
+        journal: [{ type: "compensation.started", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempt: attempts } }],
+      });
+      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), host.stopSignal]);
+      try {
+        await Promise.race([
+          tool.compensate(effect.input, effect.result, {
+            runId,
+            idempotencyKey: compensationKey(runId, effect.callSeq),
+            signal,
+            attempt: attempts,
+            resource: <T>(name: string) => host.compensationResource(name) as T | undefined,
+          }),
+          new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error(`timed out after ${timeoutMs} ms`)), { once: true })),
+        ]);
+        succeeded = true;
+      } catch (error) {
+        lastError = errorText(error);
+        if (host.stopSignal.aborted) return;
+        if (attempts < maxAttempts) {
+          await host.write({
+            journal: [{ type: "compensation.failed", at: ctx.clock.now(), callSeq: effect.callSeq, data: { tool: effect.tool, attempt: attempts, error: lastError, final: false } }],
+          });
+        }
+      }
+    }
+    const at = ctx.clock.now();
+    const entry: JournalInput = succeeded
+      ? { type: "compensation.succeeded", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts } }
+      : { type: "compensation.failed", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts, error: lastError, final: true } };
+    await host.write({
+      effects: [{ ...effect, state: succeeded ? "compensated" : "failed", attempts, error: succeeded ? null : lastError, updatedAt: at }],
+      journal: [entry],
+    });
+  }
+  const resources = await host.releaseResources();
+  const all = await ctx.store.listEffects(runId);
+  const run = host.current();
+  const uncertain = run.inflight ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name, reason: run.inflight.uncertain ? "uncertain_effect" : "in flight when cancelled" }] : [];
+  const report: CancelReport = {
+    compensated: all.filter((e) => e.state === "compensated").sort((a, b) => b.callSeq - a.callSeq).map((e) => ({ callSeq: e.callSeq, tool: e.tool })),
+    failed: all.filter((e) => e.state === "failed").map((e) => ({ callSeq: e.callSeq, tool: e.tool, error: e.error ?? "" })),
+    uncertain,
+    released: resources.released,
+    releaseFailed: resources.failed,
+  };
+  await host.write({
+    expect: { status: ["cancelling"] },
+    set: { status: "cancelled", report, lease: null, waitingFor: null, ...host.leavingRunning() },
+    journal: [
+      statusEntry(ctx.clock.now(), "cancelling", "cancelled", null, {
+        compensated: report.compensated.length,
+        failed: report.failed.length,
+        uncertain: report.uncertain.length,
+      }),
+    ],
+    appliedCommands: await host.pendingCommands("cancel"),
+  });
+}

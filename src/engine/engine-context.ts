@@ -1,0 +1,33 @@
+import type { AgentDefinition } from "./agent.js";
+import type { Clock } from "./clock.js";
+import type { EventBus } from "./events.js";
+import type { IdGenerator } from "./ids.js";
+import type { TetherModel } from "./model.js";
+import type { PriceTable } from "./pricing.js";
+import type { Store } from "./store.js";
+
+export type ModelResolver = (spec: string | TetherModel | undefined) => TetherModel;
+
+export interface CompensationPolicy {
+  /** Attempts per compensation before it is reported failed. */
+  maxAttempts: number;
+  /** Backoff before attempt n is `backoffMs * 2^(n-2)`. */
+  backoffMs: number;
+  /** Time bound of one attempt. */
+  timeoutMs: number;
+}
+
+/** What the executor and the control functions share; built once by the runtime. */
+export interface EngineContext {
+  store: Store;
+  clock: Clock;
+  ids: IdGenerator;
+  bus: EventBus;
+  prices: PriceTable;
+  resolveModel: ModelResolver;
+  agents: ReadonlyMap<string, AgentDefinition>;
+  workerId: string;
+  leaseMs: number;
+  controlPollMs: number;
+  compensation: CompensationPolicy;
+}

@@ -1,0 +1,136 @@
+/**
+ * One base class, one subclass per condition. The `code` is stable and travels out through
+ * HTTP (`{"error":{"code","message"}}`) and CLI exit codes.
+ */
+const marker = Symbol.for("tether.error");
+
+export type ErrorCode =
+  | "run_not_found"
+  | "illegal_transition"
+  | "stale_snapshot"
+  | "snapshot_corrupt"
+  | "invalid_state_patch"
+  | "invalid_input"
+  | "unknown_agent"
+  | "unknown_model"
+  | "unknown_tool"
+  | "uncertain_effect"
+  | "halted"
+  | "lease_lost"
+  | "unauthorized"
+  | "forbidden"
+  | "payload_too_large"
+  | "model_error"
+  | "tool_error"
+  | "store_error"
+  | "not_found";
+
+export class TetherError extends Error {
+  readonly [marker] = true;
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TetherError";
+    this.code = code;
+    this.details = details;
+  }
+
+  /** Survives duplicate copies of the package, unlike `instanceof`. */
+  static isInstance(value: unknown): value is TetherError {
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+  }
+
+  toJSON(): { code: ErrorCode; message: string; details?: Record<string, unknown> } {
+    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message };
+  }
+}
+
+export class RunNotFoundError extends TetherError {
+  constructor(runId: string) {
+    super("run_not_found", `run ${runId} does not exist`, { runId });
+    this.name = "RunNotFoundError";
+  }
+}
+
+export class IllegalTransitionError extends TetherError {
+  constructor(runId: string, command: string, currentStatus: string) {
+    super("illegal_transition", `cannot ${command} run ${runId}: it is ${currentStatus}`, { runId, command, currentStatus });
+    this.name = "IllegalTransitionError";
+  }
+}
+
+export class StaleSnapshotError extends TetherError {
+  constructor(runId: string, reasons: string[]) {
+    super("stale_snapshot", `run ${runId} has a stale snapshot: ${reasons.join("; ")} (refresh it, or resume with force)`, { runId, reasons });
+    this.name = "StaleSnapshotError";
+  }
+}
+
+export class SnapshotCorruptError extends TetherError {
+  constructor(runId: string, problem: string) {
+    super("snapshot_corrupt", `run ${runId} cannot resume: its snapshot is corrupt (${problem}); nothing was deleted`, { runId, problem });
+    this.name = "SnapshotCorruptError";
+  }
+}
+
+export class InvalidStatePatchError extends TetherError {
+  constructor(message: string, issues?: unknown) {
+    super("invalid_state_patch", message, issues === undefined ? undefined : { issues });
+    this.name = "InvalidStatePatchError";
+  }
+}
+
+export class InvalidInputError extends TetherError {
+  constructor(message: string, issues?: unknown) {
+    super("invalid_input", message, issues === undefined ? undefined : { issues });
+    this.name = "InvalidInputError";
+  }
+}
+
+export class UnknownAgentError extends TetherError {
+  constructor(name: string, known: string[]) {
+    super("unknown_agent", `no agent named "${name}" is registered (known: ${known.join(", ") || "none"})`, { name, known });
+    this.name = "UnknownAgentError";
+  }
+}
+
+export class UnknownModelError extends TetherError {
+  constructor(spec: string, providers: string[]) {
+    super("unknown_model", `unknown model "${spec}"; providers: ${providers.join(", ")}`, { spec, providers });
+    this.name = "UnknownModelError";
+  }
+}
+
+export class UncertainEffectError extends TetherError {
+  constructor(runId: string, callSeq: number, toolName: string) {
+    super(
+      "uncertain_effect",
+      `run ${runId} has an uncertain effect: tool ${toolName} (call ${callSeq}) may or may not have happened; resume with resolve: "retry", "skip" or "done"`,
+      { runId, callSeq, toolName },
+    );
+    this.name = "UncertainEffectError";
+  }
+}
+
+export class HaltedError extends TetherError {
+  constructor(scope: string) {
+    super("halted", `a halt is in force (${scope}); no run starts until it is lifted`, { scope });
+    this.name = "HaltedError";
+  }
+}
+
+export class LeaseLostError extends TetherError {
+  constructor(runId: string) {
+    super("lease_lost", `this worker no longer holds run ${runId}`, { runId });
+    this.name = "LeaseLostError";
+  }
+}
+
+export class ModelCallError extends TetherError {
+  constructor(message: string, details?: Record<string, unknown>, cause?: unknown) {
+    super("model_error", message, details, { cause });
+    this.name = "ModelCallError";
+  }
+}

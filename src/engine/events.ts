@@ -1,0 +1,66 @@
+import type { JsonObject } from "./json.js";
+import type { JournalEntry } from "./store.js";
+
+/**
+ * A run's event stream: its journal entries (durable, numbered by `seq`), and between them
+ * live-only parts such as model text deltas, numbered `seq.sub` after the entry they follow.
+ * Reading from an offset replays the durable entries, then continues live.
+ */
+export type RunEvent =
+  | { kind: "journal"; runId: string; seq: number; entry: JournalEntry }
+  | { kind: "live"; runId: string; seq: number; sub: number; type: "model.delta"; at: number; data: JsonObject };
+
+export function eventId(event: RunEvent): string {
+  return event.kind === "journal" ? String(event.seq) : `${event.seq}.${event.sub}`;
+}
+
+type Listener = (event: RunEvent) => void;
+
+/** In-process fan-out; cross-process readers poll the store's journal instead. */
+export class EventBus {
+  private readonly byRun = new Map<string, Set<Listener>>();
+  private readonly all = new Set<Listener>();
+  private readonly liveCounters = new Map<string, { seq: number; sub: number }>();
+
+  subscribe(runId: string, listener: Listener): () => void {
+    let set = this.byRun.get(runId);
+    if (!set) this.byRun.set(runId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.byRun.delete(runId);
+    };
+  }
+
+  subscribeAll(listener: Listener): () => void {
+    this.all.add(listener);
+    return () => this.all.delete(listener);
+  }
+
+  publishJournal(entries: readonly JournalEntry[]): void {
+    for (const entry of entries) {
+      this.liveCounters.set(entry.runId, { seq: entry.seq, sub: 0 });
+      this.emit({ kind: "journal", runId: entry.runId, seq: entry.seq, entry });
+    }
+  }
+
+  publishLive(runId: string, type: "model.delta", at: number, data: JsonObject): void {
+    const counter = this.liveCounters.get(runId) ?? { seq: 0, sub: 0 };
+    counter.sub += 1;
+    this.liveCounters.set(runId, counter);
+    this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
+  }
+
+  hasListeners(runId: string): boolean {
+    return this.all.size > 0 || (this.byRun.get(runId)?.size ?? 0) > 0;
+  }
+
+  forget(runId: string): void {
+    this.liveCounters.delete(runId);
+  }
+
+  private emit(event: RunEvent): void {
+    for (const listener of this.byRun.get(event.runId) ?? []) listener(event);
+    for (const listener of this.all) listener(event);
+  }
+}

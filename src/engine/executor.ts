@@ -1,0 +1,552 @@
+import type { Action, AgentDefinition, Outcome } from "./agent.js";
+import { trippedBudget } from "./budgets.js";
+import type { EngineContext } from "./engine-context.js";
+import { LeaseLostError, SnapshotCorruptError, TetherError } from "./errors.js";
+import { executeTool, streamModelCall, ToolAbortedError } from "./gate.js";
+import { idempotencyKey } from "./ids.js";
+import type { Json, JsonObject } from "./json.js";
+import { modelKey, type TetherModel } from "./model.js";
+import { ResourceHolder } from "./resources.js";
+import { restoreState, type SnapshotWriter } from "./snapshot.js";
+import type { AgentState } from "./state.js";
+import type { RunStatus } from "./status.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
+import type { AnyTool } from "./tool.js";
+import { addUsage, type Usage } from "./usage.js";
+import { runCancellation } from "./compensation.js";
+import { planRecovery } from "./recovery.js";
+
+export function statusEntry(at: number, from: RunStatus, to: RunStatus, reason?: string | null, extra: JsonObject = {}): JournalInput {
+  return { type: "status", at, data: { from, to, ...(reason ? { reason } : {}), ...extra } };
+}
+
+function toolSignature(action: Action & { type: "tool" }): string {
+  return `${action.toolName}:${JSON.stringify(action.input)}`;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+type CallInFlight = { kind: "model" } | { kind: "tool"; tool: AnyTool | undefined };
+
+/**
+ * Executes one claimed run until it stops: completed, failed, paused, cancelled or halted.
+ * Every call passes the gate: control is checked and `started` journaled before the call; its
+ * outcome and the new snapshot are written in one transaction after it.
+ */
+export class RunExecutor {
+  private run: RunRecord;
+  private state!: AgentState;
+  private writer!: SnapshotWriter;
+  readonly resources: ResourceHolder;
+  private readonly tools: Map<string, AnyTool>;
+  private callAbort: AbortController | null = null;
+  private inFlight: CallInFlight | null = null;
+  /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
+  private readonly stopAll = new AbortController();
+  private watchTimer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private lastRenewal: number;
+
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly agent: AgentDefinition,
+    claimed: RunRecord,
+  ) {
+    this.run = claimed;
+    this.lastRenewal = ctx.clock.now();
+    this.resources = new ResourceHolder(claimed.id, agent.resources ?? [], ctx.clock);
+    this.tools = new Map((agent.tools ?? []).map((t) => [t.name, t]));
+  }
+
+  get runId(): string {
+    return this.run.id;
+  }
+
+  get current(): RunRecord {
+    return this.run;
+  }
+
+  async execute(): Promise<void> {
+    this.watchTimer = setInterval(() => void this.poll(), this.ctx.controlPollMs);
+    this.watchTimer.unref?.();
+    try {
+      if (!(await this.load())) return;
+      await this.loop();
+    } catch (error) {
+      if (TetherError.isInstance(error) && error.code === "lease_lost") return;
+      await this.failUnexpectedly(error);
+    } finally {
+      clearInterval(this.watchTimer);
+      this.callAbort?.abort(new LeaseLostError(this.run.id));
+    }
+  }
+
+  /** Stops executing here without changing the run: its lease lapses and any worker recovers it. */
+  detach(): void {
+    this.stopAll.abort("detached");
+    this.callAbort?.abort("detached");
+  }
+
+  /** Called with a newer record of the run (a control command from this process, or a poll). */
+  observe(fresh: RunRecord): void {
+    if (fresh.version <= this.run.version) return;
+    if (fresh.epoch !== this.run.epoch) {
+      this.stopAll.abort(new LeaseLostError(this.run.id));
+      this.callAbort?.abort(new LeaseLostError(this.run.id));
+      return;
+    }
+    this.run = fresh;
+    this.react();
+  }
+
+  private react(): void {
+    const { status } = this.run;
+    const call = this.inFlight;
+    if (status === "halted") {
+      this.stopAll.abort("halted");
+      this.callAbort?.abort("halted");
+      return;
+    }
+    if ((status !== "pausing" && status !== "cancelling") || !call) return;
+    const immediate = status === "cancelling" || this.run.pauseMode !== "boundary";
+    if (call.kind === "model" && immediate) this.callAbort?.abort(status === "cancelling" ? "cancel" : "pause");
+    else if (call.kind === "tool" && immediate && call.tool?.abortable) this.callAbort?.abort(status === "cancelling" ? "cancel" : "pause");
+    else if (!this.run.waitingFor && this.run.inflight) void this.markWaiting(call.kind, this.run.inflight).catch(() => undefined);
+  }
+
+  private async markWaiting(kind: "model" | "tool", inflight: InflightCall): Promise<void> {
+    await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: this.ctx.clock.now() } } });
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      const fresh = await this.ctx.store.getRun(this.run.id);
+      if (fresh) this.observe(fresh);
+      const now = this.ctx.clock.now();
+      if (this.run.lease && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted) {
+        this.lastRenewal = now;
+        await this.write({ set: { lease: { ...this.run.lease, until: now + this.ctx.leaseMs } } });
+      }
+    } catch {
+      // A failed poll is retried on the next tick; a lost lease shows up as an epoch change.
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  /** Writes with this worker's fencing token; false when an expectation on status failed. */
+  private async write(update: Omit<RunUpdate, "runId">): Promise<boolean> {
+    const result = await this.ctx.store.update({ ...update, runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
+    if (!result.ok) {
+      if (result.run.epoch !== this.run.epoch) {
+        this.stopAll.abort(new LeaseLostError(this.run.id));
+        throw new LeaseLostError(this.run.id);
+      }
+      this.observe(result.run);
+      return false;
+    }
+    if (result.run.version > this.run.version) this.run = result.run;
+    this.ctx.bus.publishJournal(result.journal);
+    return true;
+  }
+
+  private now(): number {
+    return this.ctx.clock.now();
+  }
+
+  private leavingRunning(): RunPatch {
+    const since = this.run.runningSince;
+    return { runningSince: null, activeMs: this.run.activeMs + (since === null ? 0 : this.now() - since) };
+  }
+
+  private async load(): Promise<boolean> {
+    try {
+      const restored = restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
+      this.state = restored.state;
+      this.writer = restored.writer;
+      return true;
+    } catch (error) {
+      if (!(error instanceof SnapshotCorruptError)) throw error;
+      // Nothing is deleted: the run waits, paused, for a person to look at the store.
+      const from = this.run.status;
+      if (from === "running") {
+        await this.write({
+          set: { status: "paused", statusReason: `snapshot_corrupt: ${error.message}`, lease: null, ...this.leavingRunning() },
+          journal: [statusEntry(this.now(), from, "pausing", "snapshot_corrupt"), statusEntry(this.now(), "pausing", "paused", "snapshot_corrupt")],
+        });
+      } else {
+        await this.write({ set: { lease: null }, journal: [{ type: "recovery", at: this.now(), data: { problem: error.message } }] });
+      }
+      return false;
+    }
+  }
+
+  private async loop(): Promise<void> {
+    await this.recover();
+    let resourcesReady = false;
+    for (;;) {
+      if (this.stopAll.signal.aborted) return;
+      const status = this.run.status;
+      if (status === "cancelling") return this.cancel();
+      if (status === "pausing") {
+        if (await this.finishPause()) return;
+        continue;
+      }
+      if (status === "halted") return this.leaveHalted();
+      if (status !== "running") return;
+      if (!resourcesReady) {
+        await this.acquireResources();
+        resourcesReady = true;
+        continue;
+      }
+      let action: Action;
+      try {
+        action = this.agent.next(this.state);
+      } catch (error) {
+        return this.fail("agent_error", `agent ${this.agent.name} failed in next(): ${errorMessage(error)}`);
+      }
+      if (action.type === "done") {
+        if (await this.complete(action.output)) return;
+        continue;
+      }
+      const repeats = action.type === "tool" && this.run.guard.lastToolSignature === toolSignature(action) ? this.run.guard.repeats + 1 : 1;
+      const tripped = trippedBudget(this.run.budgets, {
+        usage: this.run.usage,
+        step: this.run.step,
+        activeMs: this.leavingRunning().activeMs ?? 0,
+        repeatedToolCalls: action.type === "tool" ? repeats : 0,
+      });
+      if (tripped) {
+        await this.requestPause(tripped, { type: "budget.tripped", at: this.now(), data: { reason: tripped } });
+        continue;
+      }
+      await this.gate(action, repeats);
+    }
+  }
+
+  private async requestPause(reason: string, entry: JournalInput): Promise<boolean> {
+    return this.write({
+      expect: { status: ["running"] },
+      set: { status: "pausing", statusReason: reason, pauseMode: "immediate" },
+      journal: [entry, statusEntry(this.now(), "running", "pausing", reason)],
+    });
+  }
+
+  /** The gate: check control and journal `started` in one transaction, then run the call. */
+  private async gate(action: Action & { type: "model" | "tool" }, repeats: number): Promise<void> {
+    const callSeq = this.run.nextCallSeq;
+    const at = this.now();
+    const name = action.type === "model" ? modelKey(this.model()) : action.toolName;
+    const inflight: InflightCall = { callSeq, kind: action.type, name, action: action as unknown as Json, startedAt: at };
+    const data: JsonObject =
+      action.type === "model"
+        ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
+        : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
+    const started = await this.write({
+      expect: { status: ["running"] },
+      set: {
+        nextCallSeq: callSeq + 1,
+        inflight,
+        guard: action.type === "tool" ? { lastToolSignature: toolSignature(action), repeats } : this.run.guard,
+      },
+      journal: [{ type: "call.started", at, callSeq, data }],
+    });
+    if (!started) return;
+    await this.perform(action, inflight);
+  }
+
+  private model(): TetherModel {
+    return this.ctx.resolveModel(this.run.model ?? this.agent.model);
+  }
+
+  private async perform(action: Action & { type: "model" | "tool" }, inflight: InflightCall): Promise<void> {
+    this.callAbort = new AbortController();
+    const signal = this.callAbort.signal;
+    this.inFlight = action.type === "model" ? { kind: "model" } : { kind: "tool", tool: this.tools.get(action.toolName) };
+    // A pause or cancel recorded while `started` was being written applies to this call now.
+    this.react();
+    try {
+      if (action.type === "model") await this.performModel(action, inflight, signal);
+      else await this.performTool(action, inflight, signal);
+    } finally {
+      this.callAbort = null;
+      this.inFlight = null;
+    }
+  }
+
+  private async performModel(action: Action & { type: "model" }, inflight: InflightCall, signal: AbortSignal): Promise<void> {
+    const model = this.model();
+    const key = modelKey(model);
+    const runId = this.run.id;
+    const { callSeq } = inflight;
+    const outcome = await streamModelCall(model, action.request, {
+      signal,
+      idempotencyKey: idempotencyKey(runId, callSeq),
+      onDelta: (text) => this.ctx.bus.publishLive(runId, "model.delta", this.now(), { callSeq, text }),
+    });
+    const usageOf = (u: { inputTokens: number; outputTokens: number; cachedInputTokens?: number }): Usage => {
+      const usage = { inputTokens: u.inputTokens, outputTokens: u.outputTokens, cachedInputTokens: u.cachedInputTokens ?? 0 };
+      return { ...usage, costUsd: this.ctx.prices.cost(key, usage) };
+    };
+    const durationMs = this.now() - inflight.startedAt;
+    if (outcome.type === "completed") {
+      await this.commitOutcome(action, inflight, { type: "model", result: outcome.result }, usageOf(outcome.result.usage));
+    } else if (outcome.type === "aborted") {
+      const usage = usageOf(outcome.usage);
+      await this.write({
+        set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage) },
+        journal: [
+          {
+            type: "call.aborted",
+            at: this.now(),
+            callSeq,
+            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: { ...usage }, estimated: outcome.estimated, streamedChars: outcome.text.length, durationMs },
+          },
+        ],
+      });
+    } else {
+      const usage = usageOf(outcome.usage);
+      const reason = `model_error: ${outcome.error.message}`;
+      await this.write({
+        set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
+        journal: [
+          { type: "call.failed", at: this.now(), callSeq, data: { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: { ...usage }, durationMs } },
+          ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
+        ],
+      });
+    }
+  }
+
+  private async performTool(action: Action & { type: "tool" }, inflight: InflightCall, signal: AbortSignal): Promise<void> {
+    const tool = this.tools.get(action.toolName);
+    if (!tool) {
+      const known = [...this.tools.keys()].join(", ");
+      await this.commitOutcome(action, inflight, { type: "tool", ok: false, error: "unknown_tool", message: `no tool named "${action.toolName}" (tools: ${known})` });
+      return;
+    }
+    const runId = this.run.id;
+    const execution = executeTool(tool, action.input, {
+      runId,
+      idempotencyKey: idempotencyKey(runId, inflight.callSeq),
+      signal,
+      progress: (update) => {
+        void this.write({ journal: [{ type: "call.progress", at: this.now(), callSeq: inflight.callSeq, data: { ...update } }] }).catch(() => undefined);
+      },
+      resource: <T>(name: string) => this.resources.get(name) as T,
+    });
+    let outcome: Outcome & { type: "tool" };
+    try {
+      outcome = await this.untilStopped(execution);
+    } catch (error) {
+      if (error instanceof ToolAbortedError) {
+        await this.write({
+          set: { inflight: null, waitingFor: null },
+          journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt } }],
+        });
+        return;
+      }
+      if (error === stopped) {
+        // Halted (or the lease was lost) while a tool that ignores its signal is still running:
+        // stop waiting, but keep its result if it arrives while this process still holds the run.
+        void execution.then((late) => this.commitOutcome(action, inflight, late).catch(() => undefined), () => undefined);
+        return;
+      }
+      throw error;
+    }
+    await this.commitOutcome(action, inflight, outcome);
+  }
+
+  private untilStopped<T>(promise: Promise<T>): Promise<T> {
+    const signal = this.stopAll.signal;
+    if (signal.aborted) return Promise.reject(stopped);
+    return new Promise<T>((resolve, reject) => {
+      const onStop = () => reject(stopped);
+      signal.addEventListener("abort", onStop, { once: true });
+      promise.then(
+        (value) => {
+          signal.removeEventListener("abort", onStop);
+          resolve(value);
+        },
+        (error) => {
+          signal.removeEventListener("abort", onStop);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** The outcome, the new snapshot and the usage, in one transaction. */
+  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = []): Promise<void> {
+    let recordedIn: number | undefined;
+    try {
+      const applied = this.agent.apply(this.state, action, outcome);
+      recordedIn = applied ? applied.recordedInMessage : undefined;
+    } catch (error) {
+      return this.fail("agent_error", `agent ${this.agent.name} failed in apply(): ${errorMessage(error)}`);
+    }
+    const at = this.now();
+    const step = this.run.step + 1;
+    const snapshot = this.writer.prepare(this.state, step, at);
+    const failed = outcome.type === "tool" && !outcome.ok;
+    const result: JsonObject = recordedIn !== undefined ? { resultInMessage: recordedIn } : { result: outcomeJson(outcome) };
+    const data: JsonObject = {
+      kind: inflight.kind,
+      name: inflight.name,
+      durationMs: at - inflight.startedAt,
+      ...(usage ? { usage: { ...usage } } : {}),
+      ...(failed ? { error: outcome.error, message: outcome.message } : {}),
+      ...(outcome.type === "model" ? { finishReason: outcome.result.finishReason } : {}),
+      ...result,
+    };
+    const tool = action.type === "tool" ? this.tools.get(action.toolName) : undefined;
+    const effects =
+      tool?.compensate && outcome.type === "tool" && outcome.ok && action.type === "tool"
+        ? [{ callSeq: inflight.callSeq, tool: tool.name, input: action.input, result: outcome.output, state: "done" as const, attempts: 0, error: null, updatedAt: at }]
+        : undefined;
+    await this.write({
+      set: { step, inflight: null, waitingFor: null, ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}) },
+      journal: [...extra, { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data }],
+      snapshot,
+      ...(effects ? { effects } : {}),
+    });
+    this.writer.commit();
+  }
+
+  private async recover(): Promise<void> {
+    const inflight = this.run.inflight;
+    if (!inflight) return;
+    const action = inflight.action as unknown as Action;
+    const tool = action.type === "tool" ? this.tools.get(action.toolName) : undefined;
+    const plan = await planRecovery({ inflight, action, tool, cancelling: this.run.status === "cancelling", runId: this.run.id });
+    const at = this.now();
+    const note: JournalInput = { type: "recovery", at, callSeq: inflight.callSeq, data: { decision: plan.type, name: inflight.name } };
+    switch (plan.type) {
+      case "abandon":
+        await this.write({
+          set: { inflight: null, waitingFor: null },
+          journal: [note, { type: "call.aborted", at, callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: plan.reason } }],
+        });
+        return;
+      case "apply":
+        await this.commitOutcome(action, inflight, plan.outcome, undefined, [note, ...(plan.resolved ? [plan.resolved(at)] : [])]);
+        return;
+      case "retry":
+        await this.write({ set: { inflight: { ...inflight, uncertain: false, resolution: undefined } }, journal: [note] });
+        if (this.run.status === "running" && action.type !== "done") await this.perform(action, inflight);
+        return;
+      case "uncertain": {
+        if (inflight.uncertain) return;
+        const moving = this.run.status === "running";
+        await this.write({
+          set: {
+            inflight: { ...inflight, uncertain: true },
+            ...(moving ? { status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" } : {}),
+          },
+          journal: [
+            note,
+            { type: "call.uncertain", at, callSeq: inflight.callSeq, data: { kind: "tool", name: inflight.name, reason: plan.reason } },
+            ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
+          ],
+        });
+        return;
+      }
+    }
+  }
+
+  private async acquireResources(): Promise<void> {
+    for await (const change of this.resources.acquireMissing(this.run.resources, this.stopAll.signal)) {
+      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
+    }
+  }
+
+  async releaseResources(forPause: boolean): Promise<{ released: string[]; failed: { name: string; error: string }[] }> {
+    const released: string[] = [];
+    const failed: { name: string; error: string }[] = [];
+    for await (const change of this.resources.release(this.run.resources, { forPause })) {
+      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
+      if (change.failed) failed.push(change.failed);
+      else released.push(String(change.journal.data.name));
+    }
+    return { released, failed };
+  }
+
+  private async pendingCommandIds(type: string): Promise<{ id: string; appliedAt: number; outcome: string }[]> {
+    const commands = await this.ctx.store.listCommands(this.run.id);
+    const at = this.now();
+    return commands.filter((c) => c.appliedAt === null && c.type === type).map((c) => ({ id: c.id, appliedAt: at, outcome: "applied" }));
+  }
+
+  /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
+  private async finishPause(): Promise<boolean> {
+    await this.releaseResources(true);
+    const reason = this.run.statusReason;
+    const ok = await this.write({
+      expect: { status: ["pausing"] },
+      set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), "pausing", "paused", reason)],
+      appliedCommands: await this.pendingCommandIds("pause"),
+    });
+    return ok;
+  }
+
+  private async leaveHalted(): Promise<void> {
+    await this.releaseResources(true);
+    await this.write({ set: { lease: null, waitingFor: null, ...this.leavingRunning() } });
+  }
+
+  private async complete(output: Json): Promise<boolean> {
+    await this.releaseResources(false);
+    return this.write({
+      expect: { status: ["running"] },
+      set: { status: "completed", output, lease: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), "running", "completed")],
+    });
+  }
+
+  private async fail(code: string, message: string): Promise<void> {
+    await this.releaseResources(false).catch(() => undefined);
+    const from = this.run.status;
+    if (from !== "running" && from !== "pausing") return;
+    await this.write({
+      expect: { status: [from] },
+      set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), from, "failed", code, { message })],
+    });
+  }
+
+  private async failUnexpectedly(error: unknown): Promise<void> {
+    const message = errorMessage(error);
+    try {
+      await this.fail(TetherError.isInstance(error) ? error.code : "internal_error", message);
+    } catch {
+      // The store is unreachable: the lease expires and another worker recovers the run.
+    }
+  }
+
+  private async cancel(): Promise<void> {
+    await runCancellation({
+      ctx: this.ctx,
+      agent: this.agent,
+      runId: this.run.id,
+      current: () => this.run,
+      write: (update) => this.write(update),
+      releaseResources: () => this.releaseResources(false),
+      compensationResource: (name) => this.resources.peek(name),
+      leavingRunning: () => this.leavingRunning(),
+      pendingCommands: (type) => this.pendingCommandIds(type),
+      stopSignal: this.stopAll.signal,
+    });
+  }
+}
+
+const stopped = Symbol("stopped");
+
+function outcomeJson(outcome: Outcome): Json {
+  if (outcome.type === "model") return { text: outcome.result.text, toolCalls: outcome.result.toolCalls as unknown as Json, finishReason: outcome.result.finishReason };
+  if (outcome.ok) return outcome.output;
+  return { error: outcome.error, message: outcome.message };
+}

@@ -1,0 +1,108 @@
+import { ModelCallError, TetherError } from "./errors.js";
+import type { Json } from "./json.js";
+import type { ModelRequest, ModelResult, ModelUsage, TetherModel } from "./model.js";
+import type { Outcome } from "./agent.js";
+import type { AnyTool, ToolContext } from "./tool.js";
+import type { ToolCallPart } from "./state.js";
+
+/**
+ * What happens inside the gate once a call is journaled as started: the model stream or the
+ * tool's execution, with the call's AbortSignal wired through. Journaling lives in the executor.
+ */
+
+export type ModelCallOutcome =
+  | { type: "completed"; result: ModelResult }
+  | { type: "aborted"; usage: ModelUsage; estimated: boolean; text: string }
+  | { type: "failed"; error: TetherError; usage: ModelUsage };
+
+function estimateTokens(chars: number): number {
+  return Math.ceil(chars / 4);
+}
+
+function requestChars(request: ModelRequest): number {
+  let chars = 0;
+  for (const message of request.messages) chars += typeof message.content === "string" ? message.content.length : JSON.stringify(message.content).length;
+  return chars;
+}
+
+export async function streamModelCall(
+  model: TetherModel,
+  request: ModelRequest,
+  options: { signal: AbortSignal; idempotencyKey: string; onDelta(text: string): void },
+): Promise<ModelCallOutcome> {
+  let text = "";
+  const toolCalls: ToolCallPart[] = [];
+  let reported: ModelUsage | undefined;
+  let finishReason = "unknown";
+  const partialUsage = (): { usage: ModelUsage; estimated: boolean } => {
+    const input = reported?.inputTokens ?? estimateTokens(requestChars(request));
+    const output = Math.max(reported?.outputTokens ?? 0, estimateTokens(text.length));
+    return {
+      usage: { inputTokens: input, outputTokens: output, cachedInputTokens: reported?.cachedInputTokens ?? 0 },
+      estimated: reported === undefined || (reported.outputTokens ?? 0) < output,
+    };
+  };
+  try {
+    for await (const part of model.stream(request, { signal: options.signal, idempotencyKey: options.idempotencyKey })) {
+      // A stream that ignores its signal is cut here: nothing after the abort is used or shown.
+      if (options.signal.aborted) break;
+      switch (part.type) {
+        case "text-delta":
+          text += part.text;
+          options.onDelta(part.text);
+          break;
+        case "tool-call":
+          toolCalls.push(part.toolCall);
+          break;
+        case "usage":
+          reported = { ...reported, ...part.usage };
+          break;
+        case "finish":
+          finishReason = part.finishReason;
+          if (part.usage) reported = { ...reported, ...part.usage };
+          break;
+      }
+    }
+  } catch (error) {
+    if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
+    const wrapped = TetherError.isInstance(error) ? error : new ModelCallError(`model ${model.provider}:${model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, undefined, error);
+    return { type: "failed", error: wrapped, usage: partialUsage().usage };
+  }
+  if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
+  const usage = partialUsage().usage;
+  return { type: "completed", result: { text, toolCalls, finishReason, usage } };
+}
+
+export class ToolAbortedError extends Error {
+  constructor(readonly reason: unknown) {
+    super("tool call aborted");
+  }
+}
+
+/** Runs a tool: validate input, execute with signal and timeout, validate output. */
+export async function executeTool(tool: AnyTool, input: Json, ctx: ToolContext): Promise<Outcome & { type: "tool" }> {
+  const parsed = tool.input.safeParse(input);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(input)"}: ${issue.message}`).join("; ");
+    return { type: "tool", ok: false, error: "invalid_input", message: `invalid input for tool ${tool.name}: ${issues}` };
+  }
+  const signals = [ctx.signal];
+  if (tool.timeoutMs !== undefined) signals.push(AbortSignal.timeout(tool.timeoutMs));
+  const signal = signals.length === 1 ? ctx.signal : AbortSignal.any(signals);
+  try {
+    const output = await tool.execute(parsed.data, { ...ctx, signal });
+    if (tool.output) {
+      const checked = tool.output.safeParse(output);
+      if (!checked.success) {
+        return { type: "tool", ok: false, error: "tool_error", message: `tool ${tool.name} returned output that does not match its schema: ${checked.error.message}` };
+      }
+    }
+    return { type: "tool", ok: true, output: (output ?? null) as Json };
+  } catch (error) {
+    if (ctx.signal.aborted) throw new ToolAbortedError(ctx.signal.reason);
+    if (signal.aborted) return { type: "tool", ok: false, error: "timeout", message: `tool ${tool.name} timed out after ${tool.timeoutMs} ms` };
+    const message = error instanceof Error ? error.message : String(error);
+    return { type: "tool", ok: false, error: "tool_error", message: `tool ${tool.name} failed: ${message}` };
+  }
+}
+

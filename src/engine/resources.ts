@@ -1,0 +1,83 @@
+import type { JournalInput, HeldResource } from "./store.js";
+import type { AnyResource } from "./resource.js";
+import type { Clock } from "./clock.js";
+
+export interface ResourceChange {
+  resources: Record<string, HeldResource>;
+  journal: JournalInput;
+  failed?: { name: string; error: string };
+}
+
+/**
+ * The live handles of a run's resources in this process. Their records live in the run, so
+ * another process can release what this one acquired.
+ */
+export class ResourceHolder {
+  private readonly handles = new Map<string, unknown>();
+
+  constructor(
+    private readonly runId: string,
+    private readonly definitions: readonly AnyResource[],
+    private readonly clock: Clock,
+  ) {}
+
+  get(name: string): unknown {
+    if (!this.handles.has(name)) throw new Error(`resource "${name}" is not held by run ${this.runId}`);
+    return this.handles.get(name);
+  }
+
+  peek(name: string): unknown {
+    return this.handles.get(name);
+  }
+
+  /** Acquires, one by one, each declared resource this process does not hold live. */
+  async *acquireMissing(held: Record<string, HeldResource>, signal: AbortSignal): AsyncGenerator<ResourceChange> {
+    let resources = held;
+    for (const definition of this.definitions) {
+      const current = resources[definition.name];
+      if (this.handles.has(definition.name) && current && !current.releasedForPause) continue;
+      const handle = await definition.acquire({ runId: this.runId, signal, previous: current?.record });
+      this.handles.set(definition.name, handle);
+      const record = definition.record ? definition.record(handle) : null;
+      const at = this.clock.now();
+      resources = { ...resources, [definition.name]: { record, acquiredAt: at } };
+      yield { resources, journal: { type: "resource.acquired", at, data: { name: definition.name, record, reacquired: current !== undefined } } };
+    }
+  }
+
+  /** Releases held resources, newest first; for a pause only those marked `releaseOnPause`. */
+  async *release(held: Record<string, HeldResource>, options: { forPause: boolean }): AsyncGenerator<ResourceChange> {
+    let resources = held;
+    const names = Object.keys(held).sort((a, b) => held[b].acquiredAt - held[a].acquiredAt);
+    for (const name of names) {
+      const entry = resources[name];
+      if (entry.releasedForPause) {
+        if (options.forPause) continue;
+        const { [name]: _, ...rest } = resources;
+        resources = rest;
+        continue;
+      }
+      const definition = this.definitions.find((d) => d.name === name);
+      if (options.forPause && !definition?.releaseOnPause) continue;
+      const at = () => this.clock.now();
+      try {
+        if (!definition) throw new Error(`the agent no longer declares resource "${name}"`);
+        await definition.release(this.handles.get(name), entry.record);
+        this.handles.delete(name);
+        if (options.forPause) resources = { ...resources, [name]: { ...entry, releasedForPause: true } };
+        else {
+          const { [name]: _, ...rest } = resources;
+          resources = rest;
+        }
+        yield { resources, journal: { type: "resource.released", at: at(), data: { name, forPause: options.forPause } } };
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        yield {
+          resources,
+          journal: { type: "resource.release_failed", at: at(), data: { name, error: message } },
+          failed: { name, error: message },
+        };
+      }
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import type { NewRun, RunRecord, RunUpdate } from "./store.js";
+import { zeroUsage } from "./usage.js";
+
+/** Helpers every store shares, so the meaning of an update is defined once. */
+export function newRunRecord(run: NewRun): RunRecord {
+  return {
+    id: run.id,
+    agent: run.agent,
+    agentVersion: run.agentVersion,
+    owner: run.owner,
+    status: run.status,
+    statusReason: null,
+    input: run.input,
+    output: null,
+    error: null,
+    model: run.model,
+    step: run.step,
+    nextCallSeq: 1,
+    usage: { ...zeroUsage },
+    budgets: run.budgets,
+    activeMs: 0,
+    runningSince: null,
+    journalSeq: 0,
+    snapshotSeq: 0,
+    snapshotAt: run.createdAt,
+    inflight: null,
+    waitingFor: null,
+    resources: {},
+    guard: { lastToolSignature: null, repeats: 0 },
+    report: null,
+    forkedFrom: run.forkedFrom,
+    pauseMode: null,
+    lease: null,
+    epoch: 0,
+    version: 1,
+    createdAt: run.createdAt,
+    updatedAt: run.createdAt,
+  };
+}
+
+export function expectationsHold(run: RunRecord, expect: RunUpdate["expect"]): boolean {
+  if (!expect) return true;
+  if (expect.status && !expect.status.includes(run.status)) return false;
+  if (expect.epoch !== undefined && run.epoch !== expect.epoch) return false;
+  if (expect.version !== undefined && run.version !== expect.version) return false;
+  if (expect.leaseFree) {
+    const { lease } = run;
+    if (lease && lease.until >= expect.leaseFree.now && lease.workerId !== expect.leaseFree.workerId) return false;
+  }
+  return true;
+}
+
+/** The record after an update's `set` and `claim`; `updatedAt` follows the newest journal entry or snapshot. */
+export function applyRunPatch(run: RunRecord, update: RunUpdate): RunRecord {
+  const next: RunRecord = { ...run, ...update.set, version: run.version + 1 };
+  if (update.claim) {
+    next.epoch = run.epoch + 1;
+    next.lease = { workerId: update.claim.workerId, epoch: next.epoch, until: update.claim.until };
+  }
+  const times = [run.updatedAt];
+  if (update.journal?.length) times.push(update.journal[update.journal.length - 1].at);
+  if (update.snapshot) times.push(update.snapshot.head.at);
+  next.updatedAt = Math.max(...times);
+  return next;
+}

@@ -1,0 +1,713 @@
+import type { AgentDefinition } from "./agent.js";
+import { defaultBudgets, type Budgets } from "./budgets.js";
+import { systemClock, type Clock } from "./clock.js";
+import { pendingCompensations } from "./compensation.js";
+import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
+import {
+  HaltedError,
+  IllegalTransitionError,
+  InvalidInputError,
+  RunNotFoundError,
+  StaleSnapshotError,
+  TetherError,
+  UncertainEffectError,
+  UnknownAgentError,
+} from "./errors.js";
+import { EventBus, type RunEvent } from "./events.js";
+import { RunExecutor, statusEntry } from "./executor.js";
+import { randomIds, type IdGenerator } from "./ids.js";
+import type { Json, JsonObject } from "./json.js";
+import { PriceTable } from "./pricing.js";
+import { restoreState, SnapshotWriter } from "./snapshot.js";
+import { applyStatePatch, validateMessage } from "./state-edits.js";
+import { isTerminal, type ControlCommandType, type RunStatus } from "./status.js";
+import type { CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, Store } from "./store.js";
+import type { AgentState } from "./state.js";
+
+export interface RuntimeOptions {
+  store: Store;
+  agents: readonly AgentDefinition[];
+  resolveModel: ModelResolver;
+  clock?: Clock;
+  ids?: IdGenerator;
+  prices?: PriceTable;
+  /** Identifies this process's worker in leases. */
+  workerId?: string;
+  /** Execute runs in this process (default true). A control-only client sets false. */
+  worker?: boolean;
+  leaseMs?: number;
+  /** How often an executing run checks the store for commands from other processes. */
+  controlPollMs?: number;
+  /** How often the worker looks for queued or orphaned runs. */
+  workerPollMs?: number;
+  compensation?: Partial<CompensationPolicy>;
+}
+
+export interface ControlOptions {
+  actor?: string;
+  reason?: string;
+}
+
+export interface PauseOptions extends ControlOptions {
+  /** "immediate" (default) aborts an in-flight model call; "boundary" lets it finish. */
+  mode?: "immediate" | "boundary";
+}
+
+export interface ResumeOptions extends ControlOptions {
+  message?: string;
+  patch?: unknown;
+  force?: boolean;
+  /** A person's decision on an uncertain effect. */
+  resolve?: { action: "retry" | "skip" | "done"; result?: Json };
+  budgets?: Budgets;
+}
+
+export interface StartOptions {
+  owner?: string;
+  budgets?: Budgets;
+  model?: string;
+}
+
+export interface CancelPreview {
+  runId: string;
+  status: RunStatus;
+  compensations: { callSeq: number; tool: string; input: Json }[];
+  resources: string[];
+  uncertain: { callSeq: number; tool: string }[];
+}
+
+const activeStatuses: RunStatus[] = ["queued", "running", "pausing", "paused", "cancelling", "halted"];
+
+function hasLiveLease(run: RunRecord, now: number): boolean {
+  return run.lease !== null && run.lease.until >= now;
+}
+
+/**
+ * The runtime: starts runs, executes them (as a worker), and applies control commands from
+ * this process. Any number of runtimes may share one store; commands reach the process that
+ * executes a run through the store.
+ */
+export class Runtime {
+  readonly store: Store;
+  readonly bus = new EventBus();
+  private readonly ctx: EngineContext;
+  private readonly agentMap: Map<string, AgentDefinition>;
+  private readonly executors = new Map<string, { executor: RunExecutor; done: Promise<void> }>();
+  private readonly isWorker: boolean;
+  private readonly workerPollMs: number;
+  private workerTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(options: RuntimeOptions) {
+    this.store = options.store;
+    this.agentMap = new Map(options.agents.map((a) => [a.name, a]));
+    this.isWorker = options.worker ?? true;
+    this.workerPollMs = options.workerPollMs ?? 100;
+    const ids = options.ids ?? randomIds;
+    this.ctx = {
+      store: options.store,
+      clock: options.clock ?? systemClock,
+      ids,
+      bus: this.bus,
+      prices: options.prices ?? new PriceTable(),
+      resolveModel: options.resolveModel,
+      agents: this.agentMap,
+      workerId: options.workerId ?? ids("worker"),
+      leaseMs: options.leaseMs ?? 5_000,
+      controlPollMs: options.controlPollMs ?? 10,
+      compensation: { maxAttempts: 3, backoffMs: 100, timeoutMs: 30_000, ...options.compensation },
+    };
+  }
+
+  get workerId(): string {
+    return this.ctx.workerId;
+  }
+
+  get clock(): Clock {
+    return this.ctx.clock;
+  }
+
+  get prices(): PriceTable {
+    return this.ctx.prices;
+  }
+
+  agents(): AgentDefinition[] {
+    return [...this.agentMap.values()];
+  }
+
+  /** Looks for queued and orphaned runs every `workerPollMs` and executes them here. */
+  startWorker(): void {
+    if (!this.isWorker || this.workerTimer || this.closed) return;
+    this.workerTimer = setInterval(() => void this.claimAvailable(), this.workerPollMs);
+    this.workerTimer.unref?.();
+    void this.claimAvailable();
+  }
+
+  stopWorker(): void {
+    clearInterval(this.workerTimer);
+    this.workerTimer = undefined;
+  }
+
+  /** Stops this process's work without changing any run: their leases lapse and any worker recovers them. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stopWorker();
+    for (const { executor } of this.executors.values()) executor.detach();
+    await Promise.allSettled([...this.executors.values()].map((e) => e.done));
+  }
+
+  async get(runId: string): Promise<RunRecord> {
+    const run = await this.store.getRun(runId);
+    if (!run) throw new RunNotFoundError(runId);
+    return run;
+  }
+
+  list(filter?: RunFilter): Promise<RunRecord[]> {
+    return this.store.listRuns(filter);
+  }
+
+  async journal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
+    await this.get(runId);
+    return this.store.readJournal(runId, options);
+  }
+
+  /** The verified state at the latest snapshot (or at a step). */
+  async state(runId: string, options: { atStep?: number } = {}): Promise<AgentState> {
+    await this.get(runId);
+    return restoreState(runId, await this.store.loadState(runId, options)).state;
+  }
+
+  async effects(runId: string): Promise<EffectRecord[]> {
+    await this.get(runId);
+    return this.store.listEffects(runId);
+  }
+
+  async commands(runId: string): Promise<CommandRecord[]> {
+    await this.get(runId);
+    return this.store.listCommands(runId);
+  }
+
+  private agentFor(name: string): AgentDefinition {
+    const agent = this.agentMap.get(name);
+    if (!agent) throw new UnknownAgentError(name, [...this.agentMap.keys()]);
+    return agent;
+  }
+
+  private async haltFor(agent: string): Promise<string | undefined> {
+    const halts = await this.store.listHalts();
+    return halts.find((h) => h.scope === "*" || h.scope === `agent:${agent}`)?.scope;
+  }
+
+  async start(agentName: string, input: Json, options: StartOptions = {}): Promise<RunRecord> {
+    const agent = this.agentFor(agentName);
+    const halt = await this.haltFor(agentName);
+    if (halt) throw new HaltedError(halt);
+    let checkedInput = input;
+    if (agent.input) {
+      const parsed = agent.input.safeParse(input);
+      if (!parsed.success) {
+        throw new InvalidInputError(`invalid input for agent ${agentName}: ${parsed.error.issues.map((i) => `${i.path.join(".") || "(input)"}: ${i.message}`).join("; ")}`);
+      }
+      checkedInput = parsed.data;
+    }
+    if (options.model !== undefined) this.ctx.resolveModel(options.model);
+    const now = this.ctx.clock.now();
+    const state = agent.init(checkedInput);
+    const { write } = SnapshotWriter.forNewRun(state, now);
+    const id = this.ctx.ids("run");
+    const owner = options.owner ?? "local";
+    const run = await this.store.createRun(
+      {
+        id,
+        agent: agent.name,
+        agentVersion: agent.version,
+        owner,
+        status: "queued",
+        input: checkedInput,
+        model: options.model ?? null,
+        budgets: { ...defaultBudgets, ...agent.budgets, ...options.budgets },
+        forkedFrom: null,
+        step: 0,
+        createdAt: now,
+      },
+      write,
+      [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner } }],
+    );
+    this.bus.publishJournal(await this.store.readJournal(id));
+    if (this.isWorker && !this.closed) void this.tryClaim(run);
+    return run;
+  }
+
+  async fork(runId: string, options: { fromStep: number; actor?: string }): Promise<RunRecord> {
+    const source = await this.get(runId);
+    const agent = this.agentFor(source.agent);
+    if (!Number.isInteger(options.fromStep) || options.fromStep < 0 || options.fromStep > source.step) {
+      throw new InvalidInputError(`fromStep must be a completed step of run ${runId}: an integer from 0 to ${source.step}`);
+    }
+    const { state } = restoreState(runId, await this.store.loadState(runId, { atStep: options.fromStep }));
+    const now = this.ctx.clock.now();
+    const { write } = SnapshotWriter.forNewRun(state, now, options.fromStep);
+    const id = this.ctx.ids("run");
+    const actor = options.actor ?? "local";
+    const run = await this.store.createRun(
+      {
+        id,
+        agent: agent.name,
+        agentVersion: agent.version,
+        owner: actor,
+        status: "queued",
+        input: source.input,
+        model: source.model,
+        budgets: source.budgets,
+        forkedFrom: { runId, step: options.fromStep },
+        step: options.fromStep,
+        createdAt: now,
+      },
+      write,
+      [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep } }],
+    );
+    this.bus.publishJournal(await this.store.readJournal(id));
+    if (this.isWorker && !this.closed) void this.tryClaim(run);
+    return run;
+  }
+
+  private command(type: ControlCommandType, runId: string | null, options: ControlOptions, payload: JsonObject = {}): CommandRecord {
+    return {
+      id: this.ctx.ids("cmd"),
+      runId,
+      type,
+      actor: options.actor ?? "local",
+      reason: options.reason ?? null,
+      payload,
+      createdAt: this.ctx.clock.now(),
+      appliedAt: null,
+      outcome: null,
+    };
+  }
+
+  private controlEntry(command: CommandRecord, outcome: string): JournalInput {
+    return {
+      type: "control",
+      at: this.ctx.clock.now(),
+      data: { command: command.type, commandId: command.id, actor: command.actor, reason: command.reason, outcome, ...command.payload },
+    };
+  }
+
+  /** Records a command that changes nothing (it already holds) or is refused, in the journal too. */
+  private async recordCommandOnly(run: RunRecord, command: CommandRecord, outcome: string): Promise<RunRecord> {
+    const result = await this.store.update({
+      runId: run.id,
+      journal: [this.controlEntry(command, outcome)],
+      insertCommand: { ...command, appliedAt: this.ctx.clock.now(), outcome },
+    });
+    if (result.ok) this.bus.publishJournal(result.journal);
+    return result.run;
+  }
+
+  /** Applies a control update with optimistic concurrency: re-read and re-decide on conflict. */
+  private async control(
+    runId: string,
+    command: CommandRecord,
+    decide: (run: RunRecord, now: number) => Promise<{ update: Omit<RunUpdate, "runId" | "expect" | "insertCommand">; applied: boolean } | { noop: true } | { refuse: TetherError }>,
+  ): Promise<RunRecord> {
+    for (let attempt = 0; ; attempt++) {
+      const run = await this.get(runId);
+      const now = this.ctx.clock.now();
+      const decision = await decide(run, now);
+      if ("noop" in decision) return this.recordCommandOnly(run, command, "already_holds");
+      if ("refuse" in decision) {
+        await this.recordCommandOnly(run, command, `refused: ${decision.refuse.code}`);
+        throw decision.refuse;
+      }
+      const result = await this.store.update({
+        ...decision.update,
+        runId,
+        expect: { version: run.version },
+        journal: [this.controlEntry(command, decision.applied ? "applied" : "requested"), ...(decision.update.journal ?? [])],
+        insertCommand: decision.applied ? { ...command, appliedAt: now, outcome: "applied" } : command,
+      });
+      if (!result.ok) {
+        if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while applying ${command.type}`);
+        continue;
+      }
+      this.bus.publishJournal(result.journal);
+      this.executors.get(runId)?.executor.observe(result.run);
+      return result.run;
+    }
+  }
+
+  async pause(runId: string, options: PauseOptions = {}): Promise<RunRecord> {
+    const mode = options.mode ?? "immediate";
+    const command = this.command("pause", runId, options, { mode });
+    const reason = options.reason ?? `paused by ${command.actor}`;
+    return this.control(runId, command, async (run, now) => {
+      if (run.status === "pausing" || run.status === "paused") return { noop: true };
+      if (run.status !== "running") return { refuse: new IllegalTransitionError(runId, "pause", run.status) };
+      if (hasLiveLease(run, now)) {
+        return { update: { set: { status: "pausing", statusReason: reason, pauseMode: mode }, journal: [statusEntry(now, "running", "pausing", reason)] }, applied: false };
+      }
+      // No worker holds it, so nothing is in flight: it is paused at once.
+      const since = run.runningSince;
+      return {
+        update: {
+          set: { status: "paused", statusReason: reason, pauseMode: null, runningSince: null, activeMs: run.activeMs + (since === null ? 0 : now - since) },
+          journal: [statusEntry(now, "running", "pausing", reason), statusEntry(now, "pausing", "paused", reason)],
+        },
+        applied: true,
+      };
+    });
+  }
+
+  async resume(runId: string, options: ResumeOptions = {}): Promise<RunRecord> {
+    const command = this.command("resume", runId, options, {
+      ...(options.force ? { force: true } : {}),
+      ...(options.message !== undefined ? { message: true } : {}),
+      ...(options.patch !== undefined ? { patch: true } : {}),
+      ...(options.resolve ? { resolve: options.resolve.action } : {}),
+    });
+    const run = await this.control(runId, command, async (current, now) => {
+      if (current.status === "running" || current.status === "queued") return { noop: true };
+      if (current.status !== "paused") return { refuse: new IllegalTransitionError(runId, "resume", current.status) };
+      if (current.inflight?.uncertain && !options.resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
+      const agent = this.agentMap.get(current.agent);
+      const stored = await this.store.loadState(runId);
+      let { state, writer } = restoreState(runId, stored);
+      const journal: JournalInput[] = [];
+      if (!options.force) {
+        const reasons = await this.staleReasons(current, agent, now);
+        if (reasons.length) {
+          if (!agent?.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
+          state = await agent.onStale(state, reasons);
+          journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons } });
+        }
+      }
+      const edits = this.editState(agent, state, command.actor, { message: options.message, patch: options.patch }, now);
+      journal.push(...edits.journal);
+      if (options.resolve && !current.inflight?.uncertain) {
+        return { refuse: new InvalidInputError(`run ${runId} has no uncertain effect to resolve`) };
+      }
+      const changed = journal.length > 0;
+      return {
+        update: {
+          set: {
+            status: "running",
+            statusReason: null,
+            lease: null,
+            runningSince: now,
+            ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
+            ...(options.resolve && current.inflight
+              ? { inflight: { ...current.inflight, resolution: { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor } } }
+              : {}),
+          },
+          journal: [...journal, statusEntry(now, "paused", "running", options.reason ?? null, { actor: command.actor })],
+          ...(changed ? { snapshot: writer.prepare(edits.state, current.step, now) } : {}),
+        },
+        applied: true,
+      };
+    });
+    if (run.status === "running" && this.isWorker && !this.closed) void this.tryClaim(run);
+    return run;
+  }
+
+  private editState(
+    agent: AgentDefinition | undefined,
+    state: AgentState,
+    actor: string,
+    edits: { message?: string; patch?: unknown },
+    now: number,
+  ): { state: AgentState; journal: JournalInput[] } {
+    const journal: JournalInput[] = [];
+    let next = state;
+    if (edits.patch !== undefined) {
+      const vars = applyStatePatch(agent, next, edits.patch);
+      next = { messages: next.messages, vars };
+      journal.push({ type: "state.patched", at: now, data: { actor, patch: edits.patch as Json } });
+    }
+    if (edits.message !== undefined) {
+      const content = validateMessage(edits.message);
+      next = { messages: [...next.messages, { role: "user", content, author: actor }], vars: next.vars };
+      journal.push({ type: "state.message_added", at: now, data: { actor, content, index: next.messages.length - 1 } });
+    }
+    return { state: next, journal };
+  }
+
+  /** Adds a message or applies a state patch to a paused run, without resuming it. */
+  async editPaused(runId: string, edits: { message?: string; patch?: unknown; actor?: string }): Promise<RunRecord> {
+    const actor = edits.actor ?? "local";
+    for (;;) {
+      const run = await this.get(runId);
+      if (run.status !== "paused") throw new IllegalTransitionError(runId, "edit the state of", run.status);
+      const now = this.ctx.clock.now();
+      const { state, writer } = restoreState(runId, await this.store.loadState(runId));
+      const result = this.editState(this.agentMap.get(run.agent), state, actor, edits, now);
+      if (!result.journal.length) return run;
+      const update = await this.store.update({
+        runId,
+        expect: { version: run.version, status: ["paused"] },
+        journal: result.journal,
+        snapshot: writer.prepare(result.state, run.step, now),
+      });
+      if (update.ok) {
+        this.bus.publishJournal(update.journal);
+        return update.run;
+      }
+    }
+  }
+
+  private async staleReasons(run: RunRecord, agent: AgentDefinition | undefined, now: number): Promise<string[]> {
+    const reasons: string[] = [];
+    if (!agent) return reasons;
+    if (agent.staleAfterMs !== undefined && now - run.snapshotAt > agent.staleAfterMs) {
+      reasons.push(`the snapshot is ${Math.round((now - run.snapshotAt) / 1000)} s old (stale after ${Math.round(agent.staleAfterMs / 1000)} s)`);
+    }
+    const tools = new Map((agent.tools ?? []).map((t) => [t.name, t]));
+    for (const effect of await this.store.listEffects(run.id)) {
+      const tool = tools.get(effect.tool);
+      if (effect.state !== "done" || !tool?.revalidate) continue;
+      const verdict = await tool.revalidate(effect.input, effect.result);
+      if (verdict !== true) reasons.push(`effect ${effect.tool} (call ${effect.callSeq}) drifted: ${verdict}`);
+    }
+    for (const definition of agent.resources ?? []) {
+      const held = run.resources[definition.name];
+      if (!held || !definition.revalidate) continue;
+      const verdict = await definition.revalidate(held.record);
+      if (verdict !== true) reasons.push(`resource ${definition.name} drifted: ${verdict}`);
+    }
+    return reasons;
+  }
+
+  async cancel(runId: string, options: ControlOptions = {}): Promise<RunRecord> {
+    const command = this.command("cancel", runId, options);
+    const reason = options.reason ?? `cancelled by ${command.actor}`;
+    let claim = false;
+    const run = await this.control(runId, command, async (current, now) => {
+      if (current.status === "cancelling" || current.status === "cancelled") return { noop: true };
+      if (isTerminal(current.status)) return { refuse: new IllegalTransitionError(runId, "cancel", current.status) };
+      claim = !hasLiveLease(current, now) && this.isWorker && !this.closed && this.agentMap.has(current.agent);
+      const since = current.runningSince;
+      return {
+        update: {
+          set: {
+            status: "cancelling",
+            statusReason: reason,
+            pauseMode: null,
+            ...(since !== null && !hasLiveLease(current, now) ? { runningSince: null, activeMs: current.activeMs + now - since } : {}),
+          },
+          journal: [statusEntry(now, current.status, "cancelling", reason)],
+        },
+        applied: false,
+      };
+    });
+    if (claim) void this.tryClaim(run);
+    return run;
+  }
+
+  /** What a cancel would do now: compensations newest first and the resources to release. */
+  async cancelPreview(runId: string): Promise<CancelPreview> {
+    const run = await this.get(runId);
+    const effects = pendingCompensations(await this.store.listEffects(runId));
+    return {
+      runId,
+      status: run.status,
+      compensations: effects.map((e) => ({ callSeq: e.callSeq, tool: e.tool, input: e.input })),
+      resources: Object.entries(run.resources)
+        .filter(([, held]) => !held.releasedForPause)
+        .map(([name]) => name),
+      uncertain: run.inflight?.uncertain ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name }] : [],
+    };
+  }
+
+  /** The kill switch: every run in scope halted at once, in-flight calls aborted, no compensation. */
+  async halt(options: ControlOptions & { agent?: string } = {}): Promise<{ scope: string; halted: string[] }> {
+    const scope = options.agent ? `agent:${options.agent}` : "*";
+    const global = this.command("halt", null, options, { scope });
+    await this.store.setHalt({ scope, actor: global.actor, reason: global.reason, at: global.createdAt });
+    await this.store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
+    const halted: string[] = [];
+    const runs = await this.store.listRuns({ status: activeStatuses.filter((s) => s !== "halted"), agent: options.agent, limit: 100_000 });
+    for (const candidate of runs) {
+      const command = this.command("halt", candidate.id, options, { scope });
+      try {
+        await this.control(candidate.id, command, async (run, now) => {
+          if (run.status === "halted") return { noop: true };
+          if (isTerminal(run.status)) return { refuse: new IllegalTransitionError(run.id, "halt", run.status) };
+          const since = run.runningSince;
+          return {
+            update: {
+              set: {
+                status: "halted",
+                statusReason: options.reason ?? `halted by ${command.actor}`,
+                pauseMode: null,
+                ...(since !== null ? { runningSince: null, activeMs: run.activeMs + now - since } : {}),
+              },
+              journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
+            },
+            applied: true,
+          };
+        });
+        halted.push(candidate.id);
+      } catch (error) {
+        if (!(error instanceof IllegalTransitionError)) throw error;
+      }
+    }
+    return { scope, halted };
+  }
+
+  /** Lifts the halt: halted runs become paused, and their owners decide what next. */
+  async unhalt(options: ControlOptions & { agent?: string } = {}): Promise<{ scope: string; paused: string[] }> {
+    const scope = options.agent ? `agent:${options.agent}` : "*";
+    const global = this.command("unhalt", null, options, { scope });
+    await this.store.clearHalt(scope);
+    await this.store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
+    const paused: string[] = [];
+    const remaining = await this.store.listHalts();
+    for (const candidate of await this.store.listRuns({ status: ["halted"], agent: options.agent, limit: 100_000 })) {
+      if (remaining.some((h) => h.scope === "*" || h.scope === `agent:${candidate.agent}`)) continue;
+      const command = this.command("unhalt", candidate.id, options, { scope });
+      await this.control(candidate.id, command, async (run, now) => {
+        if (run.status !== "halted") return { noop: true };
+        return {
+          update: { set: { status: "paused", statusReason: "halt lifted", lease: null }, journal: [statusEntry(now, "halted", "paused", "halt lifted", { actor: command.actor })] },
+          applied: true,
+        };
+      });
+      paused.push(candidate.id);
+    }
+    return { scope, paused };
+  }
+
+  halts() {
+    return this.store.listHalts();
+  }
+
+  /**
+   * The run's events from `afterSeq`: the journal's history first, then live, with no gap and
+   * no duplicate. Runs executed by another process are followed by polling the journal.
+   */
+  subscribe(runId: string, options: { afterSeq?: number; pollMs?: number }, listener: (event: RunEvent) => void): () => void {
+    let last = options.afterSeq ?? 0;
+    let closed = false;
+    let replaying = true;
+    const buffered: RunEvent[] = [];
+    const deliver = (event: RunEvent) => {
+      if (closed) return;
+      if (event.kind === "journal") {
+        if (event.seq <= last) return;
+        last = event.seq;
+      } else if (event.seq < last) return;
+      listener(event);
+    };
+    const unsubscribe = this.bus.subscribe(runId, (event) => (replaying ? buffered.push(event) : deliver(event)));
+    let reading = false;
+    const readNew = async () => {
+      if (reading || closed) return;
+      reading = true;
+      try {
+        for (;;) {
+          const page = await this.store.readJournal(runId, { afterSeq: last, limit: 500 });
+          for (const entry of page) deliver({ kind: "journal", runId, seq: entry.seq, entry });
+          if (page.length < 500) break;
+        }
+      } catch {
+        // The next poll retries.
+      } finally {
+        reading = false;
+      }
+    };
+    void readNew().then(() => {
+      replaying = false;
+      for (const event of buffered.splice(0)) deliver(event);
+    });
+    const timer = setInterval(() => {
+      if (!this.executors.has(runId)) void readNew();
+    }, options.pollMs ?? 100);
+    timer.unref?.();
+    return () => {
+      closed = true;
+      clearInterval(timer);
+      unsubscribe();
+    };
+  }
+
+  /** Resolves with the run once `predicate` holds (checked on every event and every poll). */
+  async waitFor(runId: string, predicate: ((run: RunRecord) => boolean) | readonly RunStatus[], options: { timeoutMs?: number } = {}): Promise<RunRecord> {
+    const test = typeof predicate === "function" ? predicate : (run: RunRecord) => predicate.includes(run.status);
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const deadline = Date.now() + timeoutMs;
+    let wake: () => void = () => undefined;
+    const unsubscribe = this.bus.subscribe(runId, () => wake());
+    try {
+      for (;;) {
+        const run = await this.get(runId);
+        if (test(run)) return run;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new TetherError("store_error", `timed out after ${timeoutMs} ms waiting for run ${runId} (it is ${run.status})`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(left, 20));
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  isExecuting(runId: string): boolean {
+    return this.executors.has(runId);
+  }
+
+  /** Waits until this process is no longer executing the run. */
+  async settled(runId: string): Promise<void> {
+    await this.executors.get(runId)?.done;
+  }
+
+  private async claimAvailable(): Promise<void> {
+    if (this.closed) return;
+    try {
+      const now = this.ctx.clock.now();
+      const halts = await this.store.listHalts();
+      const candidates = await this.store.findClaimable(now, 20);
+      for (const run of candidates) {
+        if (this.executors.has(run.id) || !this.agentMap.has(run.agent)) continue;
+        if (run.status !== "cancelling" && halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`)) continue;
+        await this.tryClaim(run);
+      }
+    } catch {
+      // The next tick tries again.
+    }
+  }
+
+  /** Takes the run's lease (fencing epoch + 1) and executes it in this process. */
+  private async tryClaim(run: RunRecord): Promise<void> {
+    if (this.executors.has(run.id) || this.closed) return;
+    const agent = this.agentMap.get(run.agent);
+    if (!agent) return;
+    const now = this.ctx.clock.now();
+    const claimable: RunStatus[] = ["queued", "running", "pausing", "cancelling"];
+    if (!claimable.includes(run.status)) return;
+    const journal: JournalInput[] = [];
+    if (run.status === "queued") journal.push(statusEntry(now, "queued", "running"));
+    else if (run.lease) journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status } });
+    const result = await this.store.update({
+      runId: run.id,
+      expect: { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
+      claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs },
+      set: run.status === "queued" || run.status === "running" ? { status: "running", runningSince: run.runningSince ?? now } : {},
+      journal,
+    });
+    if (!result.ok || this.executors.has(run.id)) return;
+    this.bus.publishJournal(result.journal);
+    const executor = new RunExecutor(this.ctx, agent, result.run);
+    const done = executor.execute().finally(() => {
+      this.executors.delete(run.id);
+    });
+    this.executors.set(run.id, { executor, done });
+  }
+}
+
+export function createRuntime(options: RuntimeOptions): Runtime {
+  return new Runtime(options);
+}

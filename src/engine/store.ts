@@ -1,0 +1,305 @@
+import type { Budgets } from "./budgets.js";
+import type { Json, JsonObject } from "./json.js";
+import type { ControlCommandType, RunStatus } from "./status.js";
+import type { Usage } from "./usage.js";
+
+/**
+ * The store contract. Every store (SQLite, Postgres, memory) implements it and passes the
+ * conformance suite in `src/testing/store-conformance.ts`. The engine decides; the store only
+ * applies an update atomically, checking its expectations first.
+ */
+
+export interface InflightCall {
+  callSeq: number;
+  kind: "model" | "tool";
+  name: string;
+  /** The action that planned this call, so recovery can fold in its outcome. */
+  action: Json;
+  startedAt: number;
+  /** A person's decision on an uncertain call, applied by the next worker. */
+  resolution?: { action: "retry" | "skip" | "done"; result?: Json; actor: string };
+  /** Set when recovery marked the call uncertain, until a person decides. */
+  uncertain?: boolean;
+}
+
+export interface WaitingFor {
+  kind: "tool" | "model" | "compensation" | "resource";
+  name: string;
+  callSeq?: number;
+  since: number;
+}
+
+export interface HeldResource {
+  record: Json;
+  acquiredAt: number;
+  /** Released for a pause; acquired again on resume. */
+  releasedForPause?: boolean;
+}
+
+export interface CancelReport {
+  compensated: { callSeq: number; tool: string }[];
+  failed: { callSeq: number; tool: string; error: string }[];
+  uncertain: { callSeq: number; tool: string; reason: string }[];
+  released: string[];
+  releaseFailed: { name: string; error: string }[];
+}
+
+export interface Lease {
+  workerId: string;
+  epoch: number;
+  until: number;
+}
+
+export interface RunRecord {
+  id: string;
+  agent: string;
+  agentVersion: string;
+  owner: string;
+  status: RunStatus;
+  statusReason: string | null;
+  input: Json;
+  output: Json | null;
+  error: { code: string; message: string } | null;
+  model: string | null;
+  step: number;
+  nextCallSeq: number;
+  usage: Usage;
+  budgets: Budgets;
+  /** Milliseconds spent running, summed over the run's running spells. */
+  activeMs: number;
+  runningSince: number | null;
+  journalSeq: number;
+  snapshotSeq: number;
+  snapshotAt: number;
+  inflight: InflightCall | null;
+  waitingFor: WaitingFor | null;
+  resources: Record<string, HeldResource>;
+  guard: { lastToolSignature: string | null; repeats: number };
+  report: CancelReport | null;
+  forkedFrom: { runId: string; step: number } | null;
+  /** How a requested pause treats an in-flight model call. */
+  pauseMode: "immediate" | "boundary" | null;
+  lease: Lease | null;
+  /** Incremented by every claim: the fencing token a worker's writes must carry. */
+  epoch: number;
+  /** Incremented by every update. */
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type RunPatch = Partial<
+  Pick<
+    RunRecord,
+    | "status"
+    | "statusReason"
+    | "output"
+    | "error"
+    | "model"
+    | "step"
+    | "nextCallSeq"
+    | "usage"
+    | "budgets"
+    | "activeMs"
+    | "runningSince"
+    | "inflight"
+    | "waitingFor"
+    | "resources"
+    | "guard"
+    | "report"
+    | "pauseMode"
+    | "lease"
+  >
+>;
+
+export type JournalType =
+  | "run.created"
+  | "status"
+  | "call.started"
+  | "call.completed"
+  | "call.failed"
+  | "call.aborted"
+  | "call.uncertain"
+  | "call.resolved"
+  | "call.progress"
+  | "control"
+  | "state.message_added"
+  | "state.patched"
+  | "compensation.started"
+  | "compensation.succeeded"
+  | "compensation.failed"
+  | "resource.acquired"
+  | "resource.released"
+  | "resource.release_failed"
+  | "budget.tripped"
+  | "recovery";
+
+export interface JournalInput {
+  type: JournalType;
+  at: number;
+  callSeq?: number;
+  data: JsonObject;
+}
+
+export interface JournalEntry extends JournalInput {
+  runId: string;
+  seq: number;
+}
+
+export const snapshotSchemaVersion = 1;
+
+/** What a step changed. Messages are append-only; `varsJson` is present only when vars changed. */
+export interface SnapshotWrite {
+  appendMessages: string[];
+  varsJson?: string;
+  head: {
+    step: number;
+    messageCount: number;
+    /** Hex SHA-256 chain over every message body, in order. */
+    chain: string;
+    /** Hex SHA-256 over chain, vars, step and message count. */
+    checksum: string;
+    schemaVersion: number;
+    at: number;
+  };
+}
+
+export interface SnapshotHead {
+  seq: number;
+  step: number;
+  messageCount: number;
+  chain: string;
+  checksum: string;
+  schemaVersion: number;
+  at: number;
+  varsSeq: number;
+}
+
+export interface StoredState {
+  head: SnapshotHead;
+  varsJson: string;
+  messages: string[];
+}
+
+export interface CommandRecord {
+  id: string;
+  runId: string | null;
+  type: ControlCommandType;
+  actor: string;
+  reason: string | null;
+  payload: JsonObject;
+  createdAt: number;
+  appliedAt: number | null;
+  outcome: string | null;
+}
+
+export type EffectState = "done" | "compensating" | "compensated" | "failed";
+
+export interface EffectRecord {
+  runId: string;
+  callSeq: number;
+  tool: string;
+  input: Json;
+  result: Json;
+  state: EffectState;
+  attempts: number;
+  error: string | null;
+  updatedAt: number;
+}
+
+export type EffectWrite = Omit<EffectRecord, "runId">;
+
+export interface HaltRecord {
+  /** "*" for every run, or "agent:<name>". */
+  scope: string;
+  actor: string;
+  reason: string | null;
+  at: number;
+}
+
+export interface NewRun {
+  id: string;
+  agent: string;
+  agentVersion: string;
+  owner: string;
+  status: RunStatus;
+  input: Json;
+  model: string | null;
+  budgets: Budgets;
+  forkedFrom: { runId: string; step: number } | null;
+  /** The step of the initial snapshot (a fork starts at the step it was taken from). */
+  step: number;
+  createdAt: number;
+}
+
+export interface RunUpdate {
+  runId: string;
+  /** Nothing is written unless every expectation holds. */
+  expect?: {
+    status?: readonly RunStatus[];
+    epoch?: number;
+    version?: number;
+    /** The run holds no live lease at `now`, or `workerId` holds it. */
+    leaseFree?: { now: number; workerId: string };
+  };
+  set?: RunPatch;
+  /** Take the lease: the epoch is incremented and the lease set to this worker. */
+  claim?: { workerId: string; until: number };
+  journal?: JournalInput[];
+  snapshot?: SnapshotWrite;
+  effects?: EffectWrite[];
+  insertCommand?: CommandRecord;
+  appliedCommands?: { id: string; appliedAt: number; outcome: string }[];
+}
+
+export type UpdateResult = { ok: true; run: RunRecord; journal: JournalEntry[] } | { ok: false; run: RunRecord };
+
+export interface RunFilter {
+  status?: readonly RunStatus[];
+  agent?: string;
+  limit?: number;
+  /** Runs updated after this time (for change feeds). */
+  updatedAfter?: number;
+}
+
+export interface ApiTokenRecord {
+  id: string;
+  name: string;
+  role: "viewer" | "operator" | "admin";
+  hash: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export interface Store {
+  readonly kind: string;
+
+  createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord>;
+  getRun(runId: string): Promise<RunRecord | undefined>;
+  listRuns(filter?: RunFilter): Promise<RunRecord[]>;
+  /** Atomic: check expectations, then apply every part of the update, or nothing. */
+  update(update: RunUpdate): Promise<UpdateResult>;
+
+  readJournal(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<JournalEntry[]>;
+  /** The latest snapshot, or the newest one at or before `step`. */
+  loadState(runId: string, options?: { atStep?: number }): Promise<StoredState>;
+  /** Single message bodies by index (for journal entries that point into the state). */
+  readMessages(runId: string, indexes: readonly number[]): Promise<Map<number, string>>;
+
+  insertCommand(command: CommandRecord): Promise<void>;
+  listCommands(runId: string): Promise<CommandRecord[]>;
+  listEffects(runId: string): Promise<EffectRecord[]>;
+
+  listHalts(): Promise<HaltRecord[]>;
+  setHalt(halt: HaltRecord): Promise<void>;
+  clearHalt(scope: string): Promise<boolean>;
+
+  /** Runs a worker may take: queued, or active with no live lease. */
+  findClaimable(now: number, limit: number): Promise<RunRecord[]>;
+
+  saveToken(token: ApiTokenRecord): Promise<void>;
+  findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined>;
+  listTokens(): Promise<ApiTokenRecord[]>;
+
+  close(): Promise<void>;
+}

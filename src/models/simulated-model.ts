@@ -1,0 +1,125 @@
+import { systemClock, type Clock } from "../engine/clock.js";
+import type { Json } from "../engine/json.js";
+import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel, ToolSpec } from "../engine/model.js";
+import type { Message } from "../engine/state.js";
+import { hashString, seededRandom, type Random } from "./seeded-random.js";
+import { paragraph, sampleFromSchema } from "./simulated-text.js";
+
+export interface SimulatedTurn {
+  text: string;
+  toolCalls?: { toolName: string; input: Json }[];
+}
+
+export interface ScriptContext {
+  request: ModelRequest;
+  /** How many assistant turns the conversation already has. */
+  turn: number;
+  random: Random;
+  /** The last user message (the task, or a person's steering). */
+  lastUserMessage: string | undefined;
+  /** Results of the tool calls of the previous turn. */
+  lastToolResults: Extract<Message, { role: "tool" }>[];
+}
+
+/** Decides the next assistant turn; pure, so a given conversation always gets the same turn. */
+export type SimulatedScript = (context: ScriptContext) => SimulatedTurn;
+
+export interface SimulatedModelOptions {
+  seed?: number;
+  /** Streaming speed; `Infinity` streams without waiting. Default 40. */
+  tokensPerSecond?: number;
+  script?: SimulatedScript;
+  modelId?: string;
+  clock?: Clock;
+  /** Tool-calling rounds of the default script before it answers. Default 3. */
+  rounds?: number;
+}
+
+/** Splits text into ~4-character tokens (a word or part of one, with its trailing space). */
+export function tokenize(text: string): string[] {
+  return text.match(/\S{1,4}\s*|\s+/g) ?? [];
+}
+
+export function genericScript(rounds: number): SimulatedScript {
+  return ({ request, turn, random, lastUserMessage }) => {
+    const tools = request.tools;
+    if (turn === 0) {
+      const steps = tools.length ? tools.slice(0, 3).map((t, i) => `${i + 1}. Use ${t.name} to ${t.description.toLowerCase().replace(/\.$/, "")}.`) : ["1. Think it through."];
+      return {
+        text: `Plan for "${(lastUserMessage ?? "the task").slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
+        toolCalls: tools.length ? [callFor(tools[0], random)] : [],
+      };
+    }
+    if (turn < rounds && tools.length) {
+      const next = tools[turn % tools.length];
+      return { text: paragraph(random, 2), toolCalls: [callFor(next, random)] };
+    }
+    return { text: `Final answer: ${paragraph(random, 3)}` };
+  };
+}
+
+function callFor(tool: ToolSpec, random: Random): { toolName: string; input: Json } {
+  return { toolName: tool.name, input: sampleFromSchema(tool.inputSchema, random) };
+}
+
+function countTokens(messages: readonly Message[]): number {
+  let chars = 0;
+  for (const m of messages) chars += typeof m.content === "string" ? m.content.length : JSON.stringify(m.content).length;
+  return Math.ceil(chars / 4);
+}
+
+/**
+ * The offline default model: streams a deterministic, realistic agent trace (a plan, tool calls
+ * with arguments, prose) at a configurable token rate, and reports token usage. The same seed
+ * and conversation always give the same turn, so an interrupted and re-issued call matches.
+ */
+export class SimulatedModel implements TetherModel {
+  readonly specificationVersion = "tether-model-v1";
+  readonly provider = "simulated";
+  readonly modelId: string;
+  private readonly seed: number;
+  private readonly tokensPerSecond: number;
+  private readonly script: SimulatedScript;
+  private readonly clock: Clock;
+
+  constructor(options: SimulatedModelOptions = {}) {
+    this.seed = options.seed ?? 42;
+    this.tokensPerSecond = options.tokensPerSecond ?? 40;
+    this.script = options.script ?? genericScript(options.rounds ?? 3);
+    this.modelId = options.modelId ?? "sim-1";
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** The turn this model gives for a request, without streaming it. */
+  turnFor(request: ModelRequest): SimulatedTurn {
+    const messages = request.messages;
+    const turn = messages.filter((m) => m.role === "assistant").length;
+    const lastUser = [...messages].reverse().find((m) => m.role === "user");
+    const lastToolResults: Extract<Message, { role: "tool" }>[] = [];
+    for (let i = messages.length - 1; i >= 0 && messages[i].role === "tool"; i--) lastToolResults.unshift(messages[i] as Extract<Message, { role: "tool" }>);
+    const last = messages[messages.length - 1];
+    const random = seededRandom(hashString(`${turn}|${messages.length}|${last ? JSON.stringify(last.content) : ""}`, this.seed));
+    return this.script({ request, turn, random, lastUserMessage: lastUser?.content as string | undefined, lastToolResults });
+  }
+
+  async *stream(request: ModelRequest, options: ModelCallOptions): AsyncGenerator<ModelStreamPart> {
+    const turn = this.turnFor(request);
+    const inputTokens = countTokens(request.messages);
+    yield { type: "usage", usage: { inputTokens, outputTokens: 0 } };
+    const tokens = tokenize(turn.text);
+    const delayMs = Number.isFinite(this.tokensPerSecond) ? 1000 / this.tokensPerSecond : 0;
+    let outputTokens = 0;
+    for (const token of tokens) {
+      if (delayMs > 0) await this.clock.sleep(delayMs, options.signal);
+      if (options.signal.aborted) throw options.signal.reason;
+      outputTokens += 1;
+      yield { type: "text-delta", text: token };
+    }
+    const calls = turn.toolCalls ?? [];
+    for (let i = 0; i < calls.length; i++) {
+      outputTokens += Math.ceil(JSON.stringify(calls[i].input).length / 4) + 2;
+      yield { type: "tool-call", toolCall: { toolCallId: `call_${hashString(`${request.messages.length}|${i}|${calls[i].toolName}`, this.seed).toString(36)}`, toolName: calls[i].toolName, input: calls[i].input } };
+    }
+    yield { type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } };
+  }
+}

@@ -1,0 +1,26 @@
+import { join } from "node:path";
+import type { AgentDefinition } from "./engine/agent.js";
+import { Runtime, type RuntimeOptions } from "./engine/runtime.js";
+import type { Store } from "./engine/store.js";
+import { ModelRegistry } from "./models/model-registry.js";
+import { SqliteStore } from "./stores/sqlite-store.js";
+
+export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "agents" | "resolveModel">> {
+  agents: readonly AgentDefinition[];
+  /** A store; by default SQLite at `<dir>/tether.db`. */
+  store?: Store;
+  /** The folder of the embedded store. Default `.tether` in the working folder. */
+  dir?: string;
+  models?: ModelRegistry;
+}
+
+export function defaultDatabasePath(dir = ".tether"): string {
+  return join(process.cwd(), dir, "tether.db");
+}
+
+/** A runtime with the defaults: the embedded SQLite store and the simulated model. */
+export function createTether(options: TetherOptions): Runtime {
+  const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
+  const models = options.models ?? new ModelRegistry();
+  return new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver });
+}
