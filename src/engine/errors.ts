@@ -22,6 +22,7 @@ export type ErrorCode =
   | "payload_too_large"
   | "model_error"
   | "tool_error"
+  | "tool_unavailable"
   | "store_error"
   | "not_found";
 
@@ -132,5 +133,16 @@ export class ModelCallError extends TetherError {
   constructor(message: string, details?: Record<string, unknown>, cause?: unknown) {
     super("model_error", message, details, { cause });
     this.name = "ModelCallError";
+  }
+}
+
+/**
+ * Thrown by a tool whose backend went away (an MCP server that died, a lost connection): the
+ * call fails, the state does not advance, and the run pauses so a person can fix it and resume.
+ */
+export class ToolUnavailableError extends TetherError {
+  constructor(toolName: string, message: string, cause?: unknown) {
+    super("tool_unavailable", `tool ${toolName} is unavailable: ${message}`, { toolName }, { cause });
+    this.name = "ToolUnavailableError";
   }
 }

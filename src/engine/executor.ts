@@ -349,6 +349,18 @@ export class RunExecutor {
         });
         return;
       }
+      if (TetherError.isInstance(error) && error.code === "tool_unavailable") {
+        const reason = `tool_unavailable: ${error.message}`;
+        const moving = this.run.status === "running";
+        await this.write({
+          set: { inflight: null, waitingFor: null, ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
+          journal: [
+            { type: "call.failed", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt } },
+            ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
+          ],
+        });
+        return;
+      }
       if (error === stopped) {
         // Halted (or the lease was lost) while a tool that ignores its signal is still running:
         // stop waiting, but keep its result if it arrives while this process still holds the run.

@@ -101,6 +101,7 @@ export async function executeTool(tool: AnyTool, input: Json, ctx: ToolContext):
   } catch (error) {
     if (ctx.signal.aborted) throw new ToolAbortedError(ctx.signal.reason);
     if (signal.aborted) return { type: "tool", ok: false, error: "timeout", message: `tool ${tool.name} timed out after ${tool.timeoutMs} ms` };
+    if (TetherError.isInstance(error) && error.code === "tool_unavailable") throw error;
     const message = error instanceof Error ? error.message : String(error);
     return { type: "tool", ok: false, error: "tool_error", message: `tool ${tool.name} failed: ${message}` };
   }
