@@ -1,0 +1,57 @@
+import { asSchema, type Tool as AiSdkTool, type ToolExecutionOptions } from "ai";
+import { z } from "zod";
+import type { Json } from "../engine/json.js";
+import { tool, type Tool, type ToolContext, type ToolDefinition } from "../engine/tool.js";
+import { inputSchemaFromJsonSchema } from "./json-schema-input.js";
+
+/** What the AI SDK tool cannot say about itself: Tether's effect declarations. */
+export type AiSdkToolDeclarations<I, O> = Partial<Pick<ToolDefinition<I, O>, "abortable" | "idempotent" | "check" | "compensate" | "revalidate" | "timeoutMs" | "output">>;
+
+function isZodSchema(schema: unknown): schema is z.ZodType {
+  return schema instanceof z.ZodType;
+}
+
+/**
+ * Wraps an AI SDK `tool({ description, inputSchema, execute })` as a Tether tool. A zod (v4)
+ * input schema is used as is; any other schema (`jsonSchema()`, zod 3, Standard Schema) is
+ * validated through its JSON Schema. `execute` gets the call's AbortSignal as `abortSignal`;
+ * declare `abortable: true` only if it honours it. A streaming `execute` (an async iterable)
+ * yields its last value as the result.
+ */
+export function fromAiSdkTool<I, O>(name: string, aiTool: AiSdkTool<I, O>, declarations: AiSdkToolDeclarations<I, O> = {}): Tool<I, O> {
+  const execute = aiTool.execute;
+  if (typeof execute !== "function") throw new TypeError(`AI SDK tool ${name} has no execute function; Tether runs tools itself`);
+  const declared = aiTool.inputSchema as unknown;
+  let input: z.ZodType<I>;
+  let jsonSchema: Json | undefined;
+  if (isZodSchema(declared)) {
+    input = declared as z.ZodType<I>;
+  } else {
+    const schema = asSchema(aiTool.inputSchema);
+    const resolved = schema.jsonSchema;
+    if (typeof (resolved as PromiseLike<unknown>).then === "function") throw new TypeError(`AI SDK tool ${name} has an asynchronous JSON Schema; give it a synchronous one`);
+    jsonSchema = resolved as Json;
+    input = inputSchemaFromJsonSchema(jsonSchema).schema as unknown as z.ZodType<I>;
+  }
+  const wrapped = tool<I, O>({
+    ...declarations,
+    name,
+    description: aiTool.description ?? name,
+    input,
+    execute: async (value: I, ctx: ToolContext) => {
+      const options: ToolExecutionOptions = { toolCallId: ctx.idempotencyKey, messages: [], abortSignal: ctx.signal, experimental_context: { runId: ctx.runId, idempotencyKey: ctx.idempotencyKey } };
+      const result = execute(value, options);
+      if (isAsyncIterable<O>(result)) {
+        let last: O | undefined;
+        for await (const item of result) last = item;
+        return last as O;
+      }
+      return result;
+    },
+  });
+  return jsonSchema === undefined ? wrapped : { ...wrapped, spec: { ...wrapped.spec, inputSchema: jsonSchema } };
+}
+
+function isAsyncIterable<T>(value: unknown): value is AsyncIterable<T> {
+  return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
+}
