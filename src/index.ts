@@ -20,5 +20,13 @@ export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.
 export { SqliteStore, type SqliteStoreOptions } from "./stores/sqlite-store.js";
 export { SimulatedModel, genericScript, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
 export { ModelRegistry, type ModelFactory } from "./models/model-registry.js";
+export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings } from "./models/ai-sdk-model.js";
+export { createModelRegistry, parseOpenAICompatible, type ModelRegistryOptions } from "./models/providers.js";
+export { mcpTools, type McpToolset, type McpToolsOptions, type McpToolInfo } from "./tools/mcp-tools.js";
+export { McpConnection, type McpServerParams, type McpConnectionOptions, type McpTrafficEvent } from "./tools/mcp-connection.js";
+export { McpToolCallError } from "./tools/mcp-errors.js";
+export { fromAiSdkTool, type AiSdkToolDeclarations } from "./tools/ai-sdk-tool.js";
 export { toolLoopAgent, pendingToolCall, type ToolLoopAgentOptions } from "./agents/tool-loop-agent.js";
 export { createTether, defaultDatabasePath, type TetherOptions } from "./tether.js";
+export * from "./server/index.js";
+export * from "./client/index.js";

@@ -2,7 +2,8 @@ import { join } from "node:path";
 import type { AgentDefinition } from "./engine/agent.js";
 import { Runtime, type RuntimeOptions } from "./engine/runtime.js";
 import type { Store } from "./engine/store.js";
-import { ModelRegistry } from "./models/model-registry.js";
+import type { ModelRegistry } from "./models/model-registry.js";
+import { createModelRegistry } from "./models/providers.js";
 import { SqliteStore } from "./stores/sqlite-store.js";
 
 export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "agents" | "resolveModel">> {
@@ -11,6 +12,7 @@ export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "a
   store?: Store;
   /** The folder of the embedded store. Default `.tether` in the working folder. */
   dir?: string;
+  /** Model strings → models. Default `createModelRegistry()`: simulated, openai, anthropic, openai-compatible. */
   models?: ModelRegistry;
 }
 
@@ -18,9 +20,9 @@ export function defaultDatabasePath(dir = ".tether"): string {
   return join(process.cwd(), dir, "tether.db");
 }
 
-/** A runtime with the defaults: the embedded SQLite store and the simulated model. */
+/** A runtime with the defaults: the embedded SQLite store, the simulated model and the AI SDK providers. */
 export function createTether(options: TetherOptions): Runtime {
   const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
-  const models = options.models ?? new ModelRegistry();
+  const models = options.models ?? createModelRegistry();
   return new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver });
 }

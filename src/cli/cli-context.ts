@@ -1,0 +1,147 @@
+import { InvalidArgumentError, type Command } from "commander";
+import type { JournalEntry } from "../engine/store.js";
+import type { TetherClient } from "../client/tether-client.js";
+import type { RunView } from "../server/api-types.js";
+import type { RunStatus } from "../engine/status.js";
+import { connect, type Connection, type GlobalOptions } from "./connection.js";
+
+/** Where commands write: results to stdout, progress and hints to stderr. */
+export interface CliIo {
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  stdin: NodeJS.ReadStream;
+}
+
+export function out(io: CliIo, text: string): void {
+  io.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+}
+
+export function info(io: CliIo, text: string): void {
+  io.stderr.write(text.endsWith("\n") ? text : `${text}\n`);
+}
+
+export function globalsOf(command: Command): GlobalOptions {
+  return command.optsWithGlobals<GlobalOptions>();
+}
+
+/** Runs `fn` with a connection, and always closes it. */
+export async function withConnection<T>(command: Command, needs: { agents?: boolean }, fn: (connection: Connection, globals: GlobalOptions) => Promise<T>): Promise<T> {
+  const globals = globalsOf(command);
+  const connection = await connect(globals, needs);
+  try {
+    return await fn(connection, globals);
+  } finally {
+    await connection.close();
+  }
+}
+
+export function integer(name: string, min = 0): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < min) throw new InvalidArgumentError(`${name} must be a whole number${min > 0 ? ` of at least ${min}` : ""}`);
+    return Number(value);
+  };
+}
+
+export function positiveNumber(name: string): (value: string) => number {
+  return (value) => {
+    const number = Number(value);
+    if (!Number.isFinite(number) || number <= 0) throw new InvalidArgumentError(`${name} must be a positive number`);
+    return number;
+  };
+}
+
+export function jsonArgument(name: string): (value: string) => unknown {
+  return (value) => {
+    try {
+      return JSON.parse(value) as unknown;
+    } catch (error) {
+      throw new InvalidArgumentError(`${name} must be JSON (${error instanceof Error ? error.message : String(error)})`);
+    }
+  };
+}
+
+export interface BudgetFlags {
+  maxTokens?: number;
+  maxCost?: number;
+  maxSteps?: number;
+  maxTime?: number;
+}
+
+export function addBudgetOptions(command: Command): Command {
+  return command
+    .option("--max-tokens <n>", "token budget (input + output)", integer("--max-tokens", 1))
+    .option("--max-cost <usd>", "cost budget in USD", positiveNumber("--max-cost"))
+    .option("--max-steps <n>", "step budget", integer("--max-steps", 1))
+    .option("--max-time <ms>", "running-time budget in milliseconds", integer("--max-time", 1));
+}
+
+export function budgetsFrom(flags: BudgetFlags) {
+  const budgets = {
+    ...(flags.maxTokens !== undefined ? { maxTokens: flags.maxTokens } : {}),
+    ...(flags.maxCost !== undefined ? { maxCostUsd: flags.maxCost } : {}),
+    ...(flags.maxSteps !== undefined ? { maxSteps: flags.maxSteps } : {}),
+    ...(flags.maxTime !== undefined ? { maxWallTimeMs: flags.maxTime } : {}),
+  };
+  return Object.keys(budgets).length ? budgets : undefined;
+}
+
+export function parseStatusList(value: string): RunStatus[] {
+  return value.split(",").map((s) => s.trim()).filter(Boolean) as RunStatus[];
+}
+
+/**
+ * Follows the run's events after `afterSeq` until its status is one of `targets` (or terminal),
+ * passing each journal entry to `onEntry`. Gives up after `timeoutMs`.
+ */
+export async function waitForStatus(
+  client: TetherClient,
+  run: RunView,
+  targets: readonly RunStatus[],
+  options: { timeoutMs: number; onEntry?: (entry: JournalEntry) => void },
+): Promise<RunView> {
+  const done = new Set<string>([...targets, "completed", "failed", "cancelled"]);
+  if (done.has(run.status)) return run;
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), options.timeoutMs);
+  try {
+    for await (const event of client.events(run.id, { after: run.journalSeq, signal: stop.signal })) {
+      if (event.type !== "journal") continue;
+      options.onEntry?.(event.entry);
+      if (event.entry.type === "status" && done.has(String(event.entry.data.to))) break;
+    }
+  } finally {
+    clearTimeout(timer);
+    stop.abort();
+  }
+  const latest = await client.get(run.id);
+  if (!done.has(latest.status)) {
+    const waiting = latest.waitingFor ?? latest.inflight;
+    throw new WaitTimeoutError(
+      `run ${run.id} is still ${latest.status} after ${Math.round(options.timeoutMs / 1000)} s${waiting ? `, waiting on ${waiting.kind} ${waiting.name}` : ""}; the command is recorded and will apply: check with \`tether show ${run.id}\``,
+    );
+  }
+  return latest;
+}
+
+export class WaitTimeoutError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WaitTimeoutError";
+  }
+}
+
+/** Resolves when the process is asked to stop (SIGINT or SIGTERM); keeps the process alive until then. */
+export function stopSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    // The runtime's timers do not hold the process open; this does, until a signal.
+    const keepAlive = setInterval(() => undefined, 60_000);
+    const onSignal = (signal: string) => {
+      clearInterval(keepAlive);
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      resolve(signal);
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  });
+}

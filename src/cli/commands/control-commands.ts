@@ -1,0 +1,123 @@
+import type { Command } from "commander";
+import type { Json } from "../../engine/json.js";
+import type { ResumeBody, RunView } from "../../server/api-types.js";
+import { previewLines } from "../attach.js";
+import { addBudgetOptions, budgetsFrom, info, integer, jsonArgument, out, waitForStatus, withConnection, type BudgetFlags, type CliIo } from "../cli-context.js";
+import { confirm } from "../confirm.js";
+import { UsageError } from "../exit-codes.js";
+import { describeEntry, formatDuration, nextSteps } from "../format.js";
+
+const waitTimeoutMs = 120_000;
+
+function summary(run: RunView): string {
+  const next = nextSteps(run);
+  return `${run.id} is ${run.status}${run.statusReason ? ` (${run.statusReason})` : ""} at step ${run.step}${next ? `; next: ${next}` : ""}`;
+}
+
+/** pause, resume, cancel, fork. */
+export function controlCommands(program: Command, io: CliIo): void {
+  program
+    .command("pause <run>")
+    .description("pause a run: no new call starts once the command is recorded; waits until it is paused")
+    .option("--reason <text>", "why (journaled with your name)")
+    .option("--boundary", "let an in-flight model call finish instead of aborting it")
+    .option("--no-wait", "return once the command is recorded")
+    .option("--json", "print the run as JSON")
+    .action(async function pause(this: Command, runId: string, flags: { reason?: string; boundary?: boolean; wait: boolean }) {
+      await withConnection(this, {}, async ({ client }, globals) => {
+        let run = await client.pause(runId, { reason: flags.reason, mode: flags.boundary ? "boundary" : undefined });
+        if (flags.wait && run.status === "pausing") {
+          // A model call is aborted at once; only a tool that cannot be interrupted makes a pause wait.
+          const waiting = run.waitingFor ?? (run.inflight?.kind === "tool" ? run.inflight : null);
+          if (!globals.json && waiting) info(io, `pausing: waiting on ${waiting.kind} ${waiting.name}${run.waitingForMs !== null ? ` (${formatDuration(run.waitingForMs)} so far)` : ""}…`);
+          run = await waitForStatus(client, run, ["paused", "halted"], {
+            timeoutMs: waitTimeoutMs,
+            onEntry: (entry) => {
+              if (!globals.json && (entry.type === "call.aborted" || entry.type === "call.completed" || entry.type === "resource.released")) info(io, `  ${describeEntry(entry)}`);
+            },
+          });
+        }
+        out(io, globals.json ? JSON.stringify(run) : summary(run));
+      });
+    });
+
+  addBudgetOptions(
+    program
+      .command("resume <run>")
+      .description("resume a paused run from its latest snapshot (in whichever process executes runs)")
+      .option("--message <text>", "add a message for the agent first")
+      .option("--patch <json>", 'patch the state first: a JSON merge patch like {"vars":{"topic":"x"}}', jsonArgument("--patch"))
+      .option("--force", "resume even if the snapshot is stale")
+      .option("--resolve <decision>", "decide an uncertain effect: retry, skip, or done")
+      .option("--result <json>", "with --resolve done: the result the effect had", jsonArgument("--result"))
+      .option("--reason <text>", "why (journaled with your name)")
+      .option("--json", "print the run as JSON"),
+  ).action(async function resume(this: Command, runId: string, flags: BudgetFlags & { message?: string; patch?: unknown; force?: boolean; resolve?: string; result?: unknown; reason?: string }) {
+    if (flags.resolve !== undefined && !["retry", "skip", "done"].includes(flags.resolve)) throw new UsageError(`--resolve must be retry, skip or done (got "${flags.resolve}")`);
+    if (flags.result !== undefined && flags.resolve !== "done") throw new UsageError("--result goes with --resolve done");
+    const body: ResumeBody = {
+      reason: flags.reason,
+      message: flags.message,
+      patch: flags.patch,
+      force: flags.force,
+      budgets: budgetsFrom(flags),
+      resolve: flags.resolve ? { action: flags.resolve as "retry" | "skip" | "done", ...(flags.result !== undefined ? { result: flags.result as Json } : {}) } : undefined,
+    };
+    await withConnection(this, { agents: true }, async ({ client }, globals) => {
+      const run = await client.resume(runId, body);
+      out(io, globals.json ? JSON.stringify(run) : summary(run));
+    });
+  });
+
+  program
+    .command("cancel <run>")
+    .description("cancel a run: stop its calls, then undo its effects newest first (shows what will be undone first)")
+    .option("--reason <text>", "why (journaled with your name)")
+    .option("-y, --yes", "do not ask for confirmation (needed when stdin is not a terminal)")
+    .option("--no-wait", "return once the command is recorded")
+    .option("--json", "print the run as JSON")
+    .action(async function cancel(this: Command, runId: string, flags: { reason?: string; yes?: boolean; wait: boolean }) {
+      await withConnection(this, {}, async ({ client }, globals) => {
+        const preview = await client.cancelPreview(runId);
+        if (!globals.json) info(io, previewLines(runId, preview).join("\n"));
+        if (!flags.yes) {
+          if (!io.stdin.isTTY) throw new UsageError("refusing to cancel without confirmation: stdin is not a terminal; pass --yes");
+          if (!(await confirm(`Cancel ${runId}?`))) {
+            info(io, "not cancelled");
+            return;
+          }
+        }
+        let run = await client.cancel(runId, { reason: flags.reason });
+        if (flags.wait) {
+          run = await waitForStatus(client, run, ["cancelled"], {
+            timeoutMs: waitTimeoutMs,
+            onEntry: (entry) => {
+              if (!globals.json && (entry.type.startsWith("compensation.") || entry.type.startsWith("resource.") || entry.type === "call.aborted")) info(io, `  ${describeEntry(entry)}`);
+            },
+          });
+        }
+        if (globals.json) return out(io, JSON.stringify(run));
+        out(io, summary(run));
+        const report = run.report;
+        if (report) {
+          out(io, `report: ${report.compensated.length} compensated, ${report.failed.length} failed, ${report.uncertain.length} uncertain, ${report.released.length} released`);
+          for (const f of report.failed) out(io, `  NEEDS A PERSON: compensation of ${f.tool} (call ${f.callSeq}) failed: ${f.error}`);
+          for (const u of report.uncertain) out(io, `  NEEDS A PERSON: ${u.tool} (call ${u.callSeq}) is uncertain: ${u.reason}`);
+        }
+      });
+    });
+
+  program
+    .command("fork <run>")
+    .description("start a new run from a completed step of a run")
+    .requiredOption("--from <step>", "the step to start from", integer("--from"))
+    .option("--json", "print the new run as JSON")
+    .action(async function fork(this: Command, runId: string, flags: { from: number }) {
+      await withConnection(this, { agents: true }, async ({ client }, globals) => {
+        const run = await client.fork(runId, { fromStep: flags.from });
+        if (globals.json) return out(io, JSON.stringify(run));
+        out(io, run.id);
+        info(io, `forked ${runId} at step ${flags.from} into ${run.id}; follow it: tether logs ${run.id} -f`);
+      });
+    });
+}

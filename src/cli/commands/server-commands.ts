@@ -1,0 +1,60 @@
+import type { Command } from "commander";
+import { resolve } from "node:path";
+import { globalsOf, info, integer, out, stopSignal, type CliIo } from "../cli-context.js";
+import { defaultDbPath } from "../connection.js";
+
+/** serve (HTTP API + dashboard + worker) and worker (executes runs, no HTTP). */
+export function serverCommands(program: Command, io: CliIo): void {
+  program
+    .command("serve")
+    .description(`serve the HTTP API and the dashboard, and execute runs (store: --db, default ${defaultDbPath}; agents: tether.config.ts, --agents, or the bundled examples)`)
+    .option("--host <host>", "address to bind; beyond loopback an API token must exist", "127.0.0.1")
+    .option("--port <port>", "port (0 for any free port)", integer("--port"), 4317)
+    .action(async function serve(this: Command, flags: { host: string; port: number }) {
+      const globals = globalsOf(this);
+      const dbPath = resolve(globals.db ?? defaultDbPath);
+      const { loadAgents } = await import("../agents-loader.js");
+      const { executingRuntime, describeAgents } = await import("../local-runtime.js");
+      const { startServer } = await import("../../server/serve.js");
+      const { defaultDashboardDir } = await import("../../server/dashboard-static.js");
+      const loaded = await loadAgents({ cwd: process.cwd(), module: globals.agents, dataDir: resolve(".tether") });
+      const { runtime, store } = executingRuntime(dbPath, loaded);
+      let server;
+      try {
+        server = await startServer({ runtime, host: flags.host, port: flags.port });
+      } catch (error) {
+        await runtime.close();
+        await store.close();
+        throw error;
+      }
+      const tokens = (await store.listTokens()).filter((t) => t.revokedAt === null).length;
+      out(io, `Tether listening on ${server.url}`);
+      info(io, `store: ${dbPath}`);
+      info(io, `agents: ${describeAgents(loaded)}`);
+      info(io, `dashboard: ${defaultDashboardDir() ? server.url : "not built (npm run build); the API is at /api/v1"}`);
+      info(io, tokens ? `auth: ${tokens} API token${tokens === 1 ? "" : "s"}` : "auth: none configured, open on loopback only (tether token create --role admin --name <you>)");
+      const signal = await stopSignal();
+      info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      await server.close();
+      await runtime.close();
+      await store.close();
+    });
+
+  program
+    .command("worker")
+    .description(`execute runs from the store (--db, default ${defaultDbPath}) without serving HTTP`)
+    .action(async function worker(this: Command) {
+      const globals = globalsOf(this);
+      const dbPath = resolve(globals.db ?? defaultDbPath);
+      const { loadAgents } = await import("../agents-loader.js");
+      const { executingRuntime, describeAgents } = await import("../local-runtime.js");
+      const loaded = await loadAgents({ cwd: process.cwd(), module: globals.agents, dataDir: resolve(".tether") });
+      const { runtime, store } = executingRuntime(dbPath, loaded);
+      out(io, `Tether worker ${runtime.workerId} executing runs from ${dbPath}`);
+      info(io, `agents: ${describeAgents(loaded)}`);
+      const signal = await stopSignal();
+      info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      await runtime.close();
+      await store.close();
+    });
+}

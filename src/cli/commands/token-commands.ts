@@ -1,0 +1,51 @@
+import { Option, type Command } from "commander";
+import { resolve } from "node:path";
+import { roles, type Role } from "../../server/api-types.js";
+import { createApiToken } from "../../server/tokens.js";
+import { SqliteStore } from "../../stores/sqlite-store.js";
+import { globalsOf, info, out, type CliIo } from "../cli-context.js";
+import { defaultDbPath } from "../connection.js";
+import { formatAge, table } from "../format.js";
+
+/** API tokens live in the store, hashed; these commands work on the store file directly. */
+export function tokenCommands(program: Command, io: CliIo): void {
+  const token = program.command("token").description(`API tokens (stored hashed in the store at --db, default ${defaultDbPath})`);
+
+  token
+    .command("create")
+    .description("create a token and print it once")
+    .addOption(new Option("--role <role>", "what it may do: viewer (read), operator (start and control runs), admin (halt, everything)").choices([...roles]).makeOptionMandatory())
+    .requiredOption("--name <name>", "who uses it (the actor journaled with their commands)")
+    .option("--json", "print JSON")
+    .action(async function create(this: Command, flags: { role: Role; name: string }) {
+      const globals = globalsOf(this);
+      const path = resolve(globals.db ?? defaultDbPath);
+      const store = new SqliteStore({ path });
+      try {
+        const created = await createApiToken(store, { name: flags.name, role: flags.role });
+        if (globals.json) return out(io, JSON.stringify({ token: created.token, id: created.record.id, name: created.record.name, role: created.record.role }));
+        out(io, created.token);
+        info(io, `created ${flags.role} token "${flags.name}" (${created.record.id}) in ${path}`);
+        info(io, "it is shown only once: store it now, and pass it with --token or TETHER_TOKEN (the dashboard: http://<host>:<port>/#token=<token>)");
+      } finally {
+        await store.close();
+      }
+    });
+
+  token
+    .command("ls")
+    .description("list tokens (never their secrets)")
+    .option("--json", "print JSON")
+    .action(async function ls(this: Command) {
+      const globals = globalsOf(this);
+      const store = new SqliteStore({ path: resolve(globals.db ?? defaultDbPath) });
+      try {
+        const tokens = (await store.listTokens()).map(({ hash: _hash, ...rest }) => rest);
+        if (globals.json) return out(io, JSON.stringify(tokens));
+        if (tokens.length === 0) return out(io, "no tokens: the server is open on loopback only (create one with tether token create --role admin --name <you>)");
+        out(io, table(["ID", "NAME", "ROLE", "CREATED", "REVOKED"], tokens.map((t) => [t.id, t.name, t.role, formatAge(t.createdAt, Date.now()), t.revokedAt ? formatAge(t.revokedAt, Date.now()) : ""])));
+      } finally {
+        await store.close();
+      }
+    });
+}

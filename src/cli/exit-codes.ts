@@ -1,0 +1,63 @@
+import { TetherClientError } from "../client/client-error.js";
+import { TetherError } from "../engine/errors.js";
+
+/** The CLI's exit codes (DESIGN.md, public surface). */
+export const exitCode = { ok: 0, error: 1, usage: 2, conflict: 3, notFound: 4 } as const;
+
+const byErrorCode: Record<string, number> = {
+  run_not_found: exitCode.notFound,
+  unknown_agent: exitCode.notFound,
+  not_found: exitCode.notFound,
+  illegal_transition: exitCode.conflict,
+  stale_snapshot: exitCode.conflict,
+  snapshot_corrupt: exitCode.conflict,
+  uncertain_effect: exitCode.conflict,
+  halted: exitCode.conflict,
+  invalid_input: exitCode.usage,
+  invalid_state_patch: exitCode.usage,
+  unknown_model: exitCode.usage,
+  usage: exitCode.usage,
+};
+
+/** What to do next, for each error a person can fix. */
+const hints: Record<string, string> = {
+  run_not_found: "list runs with `tether ls`",
+  unknown_agent: "list agents with `tether agents`",
+  illegal_transition: "check the run with `tether show <run>`",
+  stale_snapshot: "resume with --force to continue anyway",
+  uncertain_effect: "resume with --resolve retry|skip|done",
+  snapshot_corrupt: "nothing was deleted; fork the run from an earlier step with `tether fork <run> --from <step>`",
+  halted: "lift the halt with `tether unhalt`",
+  unauthorized: "pass --token or set TETHER_TOKEN (an admin creates one with `tether token create --role operator --name <you>`)",
+  forbidden: "use a token with a higher role (viewer < operator < admin)",
+  unreachable: "start the server with `tether serve`, pass --url, or use --db <path> to work on the store directly",
+};
+
+/** A mistake in how the CLI was called: exit code 2. */
+export class UsageError extends Error {
+  readonly code = "usage";
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+function codeOf(error: unknown): string | undefined {
+  if (TetherClientError.isInstance(error) || TetherError.isInstance(error)) return error.code;
+  if (error instanceof UsageError) return "usage";
+  return undefined;
+}
+
+export function exitCodeFor(error: unknown): number {
+  const code = codeOf(error);
+  return code === undefined ? exitCode.error : (byErrorCode[code] ?? exitCode.error);
+}
+
+/** One line: what went wrong, then what to do. */
+export function errorLine(error: unknown): string {
+  const code = codeOf(error);
+  const message = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, " ").replace(/\.$/, "");
+  const hint = code ? hints[code] : undefined;
+  if (!hint || message.includes(hint)) return `tether: ${message}`;
+  return `tether: ${message}: ${hint}`;
+}

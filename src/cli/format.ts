@@ -1,0 +1,166 @@
+import type { JournalEntry } from "../engine/store.js";
+import type { Usage } from "../engine/usage.js";
+import type { RunView } from "../server/api-types.js";
+
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1_000);
+  if (s < 3_600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3_600)}h ${String(Math.floor((s % 3_600) / 60)).padStart(2, "0")}m`;
+}
+
+export function formatAge(at: number, now: number): string {
+  return `${formatDuration(Math.max(0, now - at))} ago`;
+}
+
+export function formatTokens(usage: Usage): string {
+  return `${(usage.inputTokens + usage.outputTokens).toLocaleString("en-US")} tok`;
+}
+
+export function formatCost(usd: number): string {
+  return usd === 0 ? "$0" : usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`;
+}
+
+export function formatTime(at: number): string {
+  const d = new Date(at);
+  const pad = (n: number, w = 2) => String(n).padStart(w, "0");
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+}
+
+export function shortJson(value: unknown, max = 80): string {
+  const text = JSON.stringify(value) ?? "null";
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** Fixed-width columns; the last column is not padded. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+export function runsTable(runs: readonly RunView[], now: number): string {
+  if (runs.length === 0) return "no runs";
+  return table(
+    ["RUN", "AGENT", "STATUS", "STEP", "TOKENS", "COST", "UPDATED", "REASON"],
+    runs.map((r) => [r.id, r.agent, r.status, String(r.step), formatTokens(r.usage), formatCost(r.usage.costUsd), formatAge(r.updatedAt, now), r.statusReason ?? ""]),
+  );
+}
+
+/** What a status means for the person looking at it: the next commands that apply. */
+export function nextSteps(run: RunView): string | undefined {
+  switch (run.status) {
+    case "running":
+    case "queued":
+      return `tether pause ${run.id} · tether cancel ${run.id} · tether attach ${run.id}`;
+    case "pausing":
+      return `waiting for the call in flight to finish; tether cancel ${run.id} to stop it harder`;
+    case "paused":
+      return run.inflight?.uncertain
+        ? `tether resume ${run.id} --resolve retry|skip|done · tether cancel ${run.id}`
+        : `tether resume ${run.id} [--message <text>] · tether cancel ${run.id}`;
+    case "halted":
+      return "tether unhalt (then resume or cancel the run)";
+    default:
+      return undefined;
+  }
+}
+
+export function showRun(run: RunView, now: number): string {
+  const lines: string[] = [];
+  const row = (label: string, value: string) => lines.push(`${label.padEnd(10)}${value}`);
+  lines.push(`run ${run.id}  ${run.agent} v${run.agentVersion}  owner ${run.owner}`);
+  row("status", `${run.status}${run.statusReason ? ` (${run.statusReason})` : ""}`);
+  row("step", `${run.step}  (${run.nextCallSeq - 1} calls)`);
+  row("usage", `${run.usage.inputTokens.toLocaleString("en-US")} in / ${run.usage.outputTokens.toLocaleString("en-US")} out tokens, ${formatCost(run.usage.costUsd)}`);
+  const active = run.activeMs + (run.runningSince !== null ? Math.max(0, now - run.runningSince) : 0);
+  row("time", `${formatDuration(active)} active, created ${formatAge(run.createdAt, now)}, updated ${formatAge(run.updatedAt, now)}`);
+  const budgets = Object.entries(run.budgets).map(([k, v]) => `${k}=${v}`).join(" ");
+  if (budgets) row("budgets", budgets);
+  row("input", shortJson(run.input, 100));
+  if (run.model) row("model", run.model);
+  if (run.forkedFrom) row("forked", `from ${run.forkedFrom.runId} at step ${run.forkedFrom.step}`);
+  if (run.inflight) {
+    row("in flight", `${run.inflight.kind} ${run.inflight.name} (call ${run.inflight.callSeq})${run.inflight.uncertain ? " UNCERTAIN: may or may not have happened" : ""}`);
+  }
+  if (run.waitingForMs !== null) row("waiting", `${formatDuration(run.waitingForMs)} on ${run.waitingFor?.kind ?? run.inflight?.kind} ${run.waitingFor?.name ?? run.inflight?.name}`);
+  const resources = Object.keys(run.resources);
+  if (resources.length) row("resources", resources.join(", "));
+  if (run.pendingCompensations.length) {
+    lines.push("a cancel would undo, newest first:");
+    for (const c of run.pendingCompensations) lines.push(`  call ${c.callSeq}  ${c.tool} ${shortJson(c.input, 70)}`);
+  }
+  if (run.output !== null) row("output", shortJson(run.output, 200));
+  if (run.error) row("error", `${run.error.code}: ${run.error.message}`);
+  if (run.report) {
+    const r = run.report;
+    row("report", `${r.compensated.length} compensated, ${r.failed.length} failed, ${r.uncertain.length} uncertain, ${r.released.length} released`);
+    for (const f of r.failed) lines.push(`  FAILED compensation of ${f.tool} (call ${f.callSeq}): ${f.error}`);
+    for (const u of r.uncertain) lines.push(`  UNCERTAIN ${u.tool} (call ${u.callSeq}): ${u.reason}`);
+  }
+  const next = nextSteps(run);
+  if (next) row("next", next);
+  return lines.join("\n");
+}
+
+const str = (v: unknown) => (v === undefined || v === null ? "" : String(v));
+
+/** One journal entry as one line a person can read. */
+export function describeEntry(entry: JournalEntry): string {
+  const d = entry.data;
+  const call = entry.callSeq !== undefined ? ` (call ${entry.callSeq})` : "";
+  switch (entry.type) {
+    case "run.created":
+      return `created: agent ${str(d.agent)} v${str(d.version)} by ${str(d.owner)}${d.forkedFrom ? `, forked from ${str(d.forkedFrom)} at step ${str(d.fromStep)}` : ""}`;
+    case "status":
+      return `status ${str(d.from)} → ${str(d.to)}${d.reason ? ` (${str(d.reason)})` : ""}${d.actor ? ` by ${str(d.actor)}` : ""}`;
+    case "call.started":
+      return d.kind === "tool" ? `▶ tool ${str(d.name)} ${shortJson(d.input, 60)}${call}` : `▶ model ${str(d.name)}${call}`;
+    case "call.completed": {
+      const usage = d.usage as Partial<Usage> | undefined;
+      const tokens = usage ? `, ${(usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)} tok` : "";
+      return `✓ ${str(d.kind)} ${str(d.name)} ${formatDuration(Number(d.durationMs ?? 0))}${tokens}${call}`;
+    }
+    case "call.failed":
+      return `✗ ${str(d.kind)} ${str(d.name)} failed: ${str(d.message ?? d.error)}${call}`;
+    case "call.aborted":
+      return `■ ${str(d.kind)} ${str(d.name)} aborted (${str(d.reason)})${d.durationMs !== undefined ? ` after ${formatDuration(Number(d.durationMs))}` : ""}${call}`;
+    case "call.uncertain":
+      return `? ${str(d.kind)} ${str(d.name)} is uncertain: ${str(d.reason)}${call}`;
+    case "call.resolved":
+      return `resolved${call}: ${str(d.decision)} by ${str(d.actor)}`;
+    case "call.progress":
+      return `… progress ${str(d.progress)}${d.total !== undefined ? `/${str(d.total)}` : ""}${d.message ? ` ${str(d.message)}` : ""}${call}`;
+    case "control":
+      return `⏵ ${str(d.command)} by ${str(d.actor)}${d.reason ? ` (${str(d.reason)})` : ""}: ${str(d.outcome)}`;
+    case "state.message_added":
+      return `✎ message from ${str(d.actor)}: ${shortJson(d.content, 70)}`;
+    case "state.patched":
+      return `✎ state patched by ${str(d.actor)}${d.patch !== undefined ? ` ${shortJson(d.patch, 60)}` : ""}`;
+    case "compensation.started":
+      return `↺ compensating ${str(d.tool)}${call}, attempt ${str(d.attempt)}`;
+    case "compensation.succeeded":
+      return `↺ compensated ${str(d.tool)}${call}`;
+    case "compensation.failed":
+      return `✗ compensation of ${str(d.tool)} failed${d.final ? " (final)" : ", will retry"}: ${str(d.error)}${call}`;
+    case "resource.acquired":
+    case "resource.released":
+    case "resource.release_failed":
+      return `${entry.type.replace("resource.", "resource ")} ${str(d.name)}${d.error ? `: ${str(d.error)}` : ""}`;
+    case "budget.tripped":
+      return `budget tripped: ${str(d.reason)}`;
+    case "recovery":
+      return `recovery: ${Object.entries(d).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ")}`;
+    default:
+      return `${entry.type} ${shortJson(d)}`;
+  }
+}
+
+export function journalLine(entry: JournalEntry): string {
+  return `#${String(entry.seq).padEnd(4)} ${formatTime(entry.at)}  ${describeEntry(entry)}`;
+}
+
+export function isTerminalEntry(entry: JournalEntry): boolean {
+  return entry.type === "status" && ["completed", "failed", "cancelled"].includes(String(entry.data.to));
+}

@@ -1,0 +1,69 @@
+import { userInfo } from "node:os";
+import { TetherClient } from "../client/tether-client.js";
+import type { AgentDefinition } from "../engine/agent.js";
+import { Runtime } from "../engine/runtime.js";
+import { createModelRegistry } from "../models/providers.js";
+import { createApp } from "../server/app.js";
+import { packageVersion } from "../server/package-info.js";
+import { SqliteStore } from "../stores/sqlite-store.js";
+import { loadAgents, type LoadedAgents, type ModelSource } from "./agents-loader.js";
+import type { Connection, GlobalOptions } from "./connection.js";
+
+/**
+ * What only commands that run the engine in this process need (serve, worker, demo, --db).
+ * Loaded on demand, so commands that only talk to a server start fast.
+ */
+
+/** Who the journal names for commands given straight against a store file. */
+export function localActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return "cli";
+  }
+}
+
+export function describeAgents(loaded: LoadedAgents): string {
+  return `${loaded.agents.map((a) => a.name).join(", ")} (from ${loaded.source})${loaded.note ? `\nnote: ${loaded.note}` : ""}`;
+}
+
+/** A runtime on the store file that executes runs (a worker). */
+export function executingRuntime(dbPath: string, loaded: LoadedAgents): { runtime: Runtime; store: SqliteStore } {
+  const store = new SqliteStore({ path: dbPath });
+  const runtime = new Runtime({ store, agents: loaded.agents, resolveModel: (loaded.models ?? createModelRegistry()).resolver });
+  runtime.startWorker();
+  return { runtime, store };
+}
+
+/**
+ * The HTTP API served in this process over the store file, with no worker: commands are
+ * written to the store, and the process executing the run sees them within its control poll.
+ */
+export async function directConnection(path: string, options: GlobalOptions, needs: { agents?: boolean }): Promise<Connection> {
+  const store = new SqliteStore({ path });
+  let agents: AgentDefinition[] = [];
+  let models: ModelSource = createModelRegistry();
+  try {
+    if (needs.agents) {
+      const loaded = await loadAgents({ cwd: process.cwd(), module: options.agents });
+      agents = loaded.agents;
+      models = loaded.models ?? models;
+    }
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  const runtime = new Runtime({ store, agents, resolveModel: models.resolver, worker: false });
+  const app = createApp({ runtime, auth: { mode: "off", actor: localActor() }, version: packageVersion() });
+  // Following a run here polls the store on timers that do not hold the process open.
+  const keepAlive = setInterval(() => undefined, 60_000);
+  return {
+    client: new TetherClient({ baseUrl: "http://tether.local", fetch: (request) => app.fetch(request) }),
+    target: path,
+    async close() {
+      clearInterval(keepAlive);
+      await runtime.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { Command, CommanderError, Option } from "commander";
+import { packageVersion } from "../server/package-info.js";
+import type { CliIo } from "./cli-context.js";
+import { controlCommands } from "./commands/control-commands.js";
+import { demoCommand } from "./commands/demo-command.js";
+import { haltCommands } from "./commands/halt-commands.js";
+import { runCommands } from "./commands/run-commands.js";
+import { serverCommands } from "./commands/server-commands.js";
+import { tokenCommands } from "./commands/token-commands.js";
+import { defaultUrl } from "./connection.js";
+import { errorLine, exitCode, exitCodeFor } from "./exit-codes.js";
+
+export function buildProgram(io: CliIo): Command {
+  const program = new Command("tether")
+    .description("Pause, resume and cancel long-running AI agents.")
+    .version(packageVersion(), "-V, --version")
+    .addOption(new Option("--url <url>", "the Tether server").env("TETHER_URL").default(defaultUrl))
+    .addOption(new Option("--token <token>", "API token").env("TETHER_TOKEN"))
+    .addOption(new Option("--db <path>", "work straight on this SQLite store instead of a server (serve/worker/token: the store to use)").env("TETHER_DB"))
+    .option("--agents <module>", "load agents from this module instead of tether.config.ts")
+    .option("--json", "print JSON (read commands)")
+    .showHelpAfterError("(run with --help for usage)")
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    })
+    .exitOverride();
+  runCommands(program, io);
+  controlCommands(program, io);
+  haltCommands(program, io);
+  tokenCommands(program, io);
+  serverCommands(program, io);
+  demoCommand(program, io);
+  program.addHelpText(
+    "after",
+    `
+Exit codes: 0 ok, 1 error, 2 usage, 3 illegal transition or stale, 4 not found.
+Docs: docs/cli.md`,
+  );
+  return program;
+}
+
+/** Runs the CLI and returns its exit code. */
+export async function runCli(argv: readonly string[], io: CliIo = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin }): Promise<number> {
+  const program = buildProgram(io);
+  try {
+    await program.parseAsync([...argv]);
+    return exitCode.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") return exitCode.ok;
+      return exitCode.usage;
+    }
+    io.stderr.write(`${errorLine(error)}\n`);
+    return exitCodeFor(error);
+  }
+}

@@ -1,0 +1,134 @@
+import type { Budgets } from "../engine/budgets.js";
+import type { Json, JsonObject } from "../engine/json.js";
+import type { CancelPreview } from "../engine/runtime.js";
+import type { AgentState } from "../engine/state.js";
+import type { RunStatus } from "../engine/status.js";
+import type { ApiTokenRecord, HaltRecord, JournalEntry, RunRecord } from "../engine/store.js";
+
+/** The wire shapes of the HTTP API (docs/http-api.md), shared by the server and the typed client. */
+
+export type Role = ApiTokenRecord["role"];
+
+export const roles: readonly Role[] = ["viewer", "operator", "admin"];
+
+export interface PendingCompensation {
+  callSeq: number;
+  tool: string;
+  input: Json;
+}
+
+/** The stored run record, plus what a person needs to decide: what a cancel would undo, how long a pause has waited. */
+export interface RunView extends RunRecord {
+  /** Effects a cancel would compensate now, newest first (empty once the run is terminal). */
+  pendingCompensations: PendingCompensation[];
+  /** Milliseconds a pausing (or cancelling) run has been waiting on an in-flight call, else null. */
+  waitingForMs: number | null;
+}
+
+export interface ToolInfo {
+  name: string;
+  description: string;
+  compensates: boolean;
+  idempotent: boolean;
+  abortable: boolean;
+}
+
+export interface AgentInfo {
+  name: string;
+  version: string;
+  description: string | null;
+  tools: ToolInfo[];
+  resources: { name: string; releaseOnPause: boolean }[];
+}
+
+export interface HealthResponse {
+  ok: boolean;
+  store: string;
+  version: string;
+}
+
+export interface StartRunBody {
+  agent: string;
+  input: Json;
+  budgets?: Budgets;
+  model?: string;
+}
+
+export interface ListRunsQuery {
+  status?: readonly RunStatus[];
+  agent?: string;
+  limit?: number;
+}
+
+export interface JournalPage {
+  entries: JournalEntry[];
+  /** Pass as `after` to read the next page; null when this page reached the end. */
+  next: number | null;
+}
+
+export interface StateResponse {
+  state: AgentState;
+  snapshotAt: number;
+  step: number;
+}
+
+export type CancelPreviewResponse = CancelPreview;
+
+export interface PauseBody {
+  reason?: string;
+  mode?: "immediate" | "boundary";
+}
+
+export type ResolveAction = "retry" | "skip" | "done";
+
+export interface ResumeBody {
+  reason?: string;
+  message?: string;
+  patch?: unknown;
+  force?: boolean;
+  resolve?: ResolveAction | { action: ResolveAction; result?: Json };
+  budgets?: Budgets;
+}
+
+export interface CancelBody {
+  reason?: string;
+}
+
+export interface EditStateBody {
+  message?: string;
+  patch?: unknown;
+}
+
+export interface ForkBody {
+  fromStep: number;
+}
+
+export interface HaltBody {
+  reason: string;
+  agent?: string;
+}
+
+export interface HaltsResponse {
+  halts: HaltRecord[];
+  runs: RunView[];
+}
+
+export interface HaltResponse {
+  scope: string;
+  halted: string[];
+}
+
+export interface UnhaltResponse {
+  scope: string;
+  paused: string[];
+}
+
+export interface ErrorBody {
+  error: { code: string; message: string; details?: JsonObject };
+}
+
+/** `event: delta` data on a run's event stream. */
+export interface DeltaData {
+  callSeq: number;
+  text: string;
+}

@@ -1,0 +1,66 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Runtime } from "../engine/runtime.js";
+import type { Role } from "./api-types.js";
+import { authenticate, requireRole, type AuthOptions, type TokenSource } from "./auth.js";
+import { dashboardHandler } from "./dashboard-static.js";
+import { errorBody, errorResponse, PayloadTooLargeError, RouteNotFoundError } from "./http-errors.js";
+import { agentRoutes } from "./routes/agent-routes.js";
+import { controlRoutes } from "./routes/control-routes.js";
+import { eventRoutes } from "./routes/event-routes.js";
+import { haltRoutes } from "./routes/halt-routes.js";
+import { healthRoutes } from "./routes/health-routes.js";
+import { runRoutes } from "./routes/run-routes.js";
+import type { AppEnv, ServerContext } from "./server-context.js";
+
+export const maxBodyBytes = 1024 * 1024;
+
+export interface AppOptions {
+  runtime: Runtime;
+  auth: AuthOptions;
+  version: string;
+  /** Where tokens are looked up; default the runtime's store. */
+  tokens?: TokenSource;
+  /** The built dashboard served at `/`; without it `/` says the dashboard is not built. */
+  dashboardDir?: string;
+  /** Comment lines on idle event streams, so proxies keep them open. Default 15 s. */
+  heartbeatMs?: number;
+}
+
+/** The HTTP API (docs/http-api.md) at `/api/v1`, and the dashboard at `/`. `app.fetch` is the handler. */
+export function createApp(options: AppOptions): Hono<AppEnv> {
+  const tokens = options.tokens ?? options.runtime.store;
+  const ctx: ServerContext = {
+    runtime: options.runtime,
+    version: options.version,
+    heartbeatMs: options.heartbeatMs ?? 15_000,
+    guard(role: Role | "none", guardOptions = {}) {
+      return async (c, next) => {
+        if (role !== "none") {
+          const identity = await authenticate(c, options.auth, tokens, guardOptions.queryToken === true);
+          requireRole(identity, role);
+          c.set("identity", identity);
+        }
+        await next();
+      };
+    },
+  };
+
+  const api = new Hono<AppEnv>();
+  api.use("*", bodyLimit({ maxSize: maxBodyBytes, onError: (c) => errorResponse(c, new PayloadTooLargeError(maxBodyBytes)) }));
+  healthRoutes(api, ctx);
+  agentRoutes(api, ctx);
+  runRoutes(api, ctx);
+  controlRoutes(api, ctx);
+  haltRoutes(api, ctx);
+  eventRoutes(api, ctx);
+  api.notFound((c) => c.json(errorBody("not_found", new RouteNotFoundError(c.req.method, c.req.path).message), 404));
+  api.onError((error, c) => errorResponse(c, error));
+
+  const app = new Hono<AppEnv>();
+  app.route("/api/v1", api);
+  app.all("/api/*", (c) => errorResponse(c, new RouteNotFoundError(c.req.method, c.req.path)));
+  app.get("*", dashboardHandler(options.dashboardDir));
+  app.onError((error, c) => errorResponse(c, error));
+  return app;
+}

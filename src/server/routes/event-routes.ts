@@ -1,0 +1,146 @@
+import type { Context } from "hono";
+import { streamSSE, type SSEMessage, type SSEStreamingApi } from "hono/streaming";
+import type { RunEvent } from "../../engine/events.js";
+import type { Runtime } from "../../engine/runtime.js";
+import type { RunRecord } from "../../engine/store.js";
+import type { DeltaData } from "../api-types.js";
+import { runView } from "../run-view.js";
+import type { Api, AppEnv, ServerContext } from "../server-context.js";
+import { parseEventId, parseIntegerParam } from "../validation.js";
+
+/** Writes in order from synchronous listeners, and keeps the connection alive with comments. */
+class OrderedSse {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly stream: SSEStreamingApi) {}
+
+  send(message: SSEMessage): void {
+    this.queue = this.queue.then(() => this.stream.writeSSE(message)).catch(() => undefined);
+  }
+
+  comment(text: string): void {
+    this.queue = this.queue.then(() => this.stream.write(`: ${text}\n\n`)).catch(() => undefined);
+  }
+
+  /** Resolves once the client goes away. */
+  closed(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.stream.aborted || this.stream.closed) resolve();
+      else this.stream.onAbort(() => resolve());
+    });
+  }
+}
+
+function eventCursor(c: Context<AppEnv>): { seq: number; sub: number } {
+  const header = c.req.header("last-event-id");
+  if (header !== undefined && header.trim() !== "") return parseEventId(header, "Last-Event-ID");
+  const after = c.req.query("after");
+  if (after !== undefined && after !== "") return parseEventId(after, "?after");
+  return { seq: 0, sub: 0 };
+}
+
+function toMessage(event: RunEvent): SSEMessage {
+  if (event.kind === "journal") return { event: "journal", id: String(event.seq), data: JSON.stringify(event.entry) };
+  const data: DeltaData = { callSeq: Number(event.data.callSeq), text: String(event.data.text ?? "") };
+  return { event: "delta", id: `${event.seq}.${event.sub}`, data: JSON.stringify(data) };
+}
+
+/** A view per changed run, found by polling the store (any process) and woken by this process's bus. */
+class RunChangeFeed {
+  /** Runs re-read this far back, so a write committed late by another process is not missed. */
+  static readonly overlapMs = 1_000;
+  private cursor: number;
+  private readonly seen = new Map<string, { version: number; updatedAt: number }>();
+  private checking = false;
+  private again = false;
+
+  constructor(
+    private readonly runtime: Runtime,
+    since: number,
+    private readonly emit: (run: RunRecord) => Promise<void>,
+  ) {
+    this.cursor = since;
+  }
+
+  async check(): Promise<void> {
+    if (this.checking) {
+      this.again = true;
+      return;
+    }
+    this.checking = true;
+    try {
+      do {
+        this.again = false;
+        const runs = await this.runtime.store.listRuns({ updatedAfter: this.cursor - RunChangeFeed.overlapMs, limit: 1000 });
+        runs.sort((a, b) => a.updatedAt - b.updatedAt || a.version - b.version);
+        for (const run of runs) {
+          const previous = this.seen.get(run.id);
+          if (previous && previous.version >= run.version) continue;
+          this.seen.set(run.id, { version: run.version, updatedAt: run.updatedAt });
+          await this.emit(run);
+          this.cursor = Math.max(this.cursor, run.updatedAt);
+        }
+        for (const [id, mark] of this.seen) if (mark.updatedAt < this.cursor - 2 * RunChangeFeed.overlapMs) this.seen.delete(id);
+      } while (this.again);
+    } catch {
+      // The next poll tries again.
+    } finally {
+      this.checking = false;
+    }
+  }
+}
+
+/** Server-Sent Events: one run's journal and live model text, and the feed of run changes. */
+export function eventRoutes(api: Api, ctx: ServerContext): void {
+  const { runtime } = ctx;
+
+  api.get("/runs/:id/events", ctx.guard("viewer", { queryToken: true }), async function runEvents(c) {
+    const runId = c.req.param("id");
+    const after = eventCursor(c);
+    await runtime.get(runId);
+    return streamSSE(c, async (stream) => {
+      const sse = new OrderedSse(stream);
+      sse.comment("connected");
+      const unsubscribe = runtime.subscribe(runId, { afterSeq: after.seq }, (event) => {
+        // Live parts after the entry the client last saw, but not the ones it already has.
+        if (event.kind === "live" && event.seq === after.seq && event.sub <= after.sub) return;
+        sse.send(toMessage(event));
+      });
+      const heartbeat = setInterval(() => sse.comment("heartbeat"), ctx.heartbeatMs);
+      try {
+        await sse.closed();
+      } finally {
+        clearInterval(heartbeat);
+        unsubscribe();
+      }
+    });
+  });
+
+  api.get("/events", ctx.guard("viewer", { queryToken: true }), async function runChanges(c) {
+    const header = c.req.header("last-event-id");
+    const since =
+      header !== undefined && header.trim() !== ""
+        ? parseIntegerParam("Last-Event-ID", header.trim(), { min: 0, max: Number.MAX_SAFE_INTEGER })
+        : parseIntegerParam("after", c.req.query("after"), { min: 0, max: Number.MAX_SAFE_INTEGER });
+    return streamSSE(c, async (stream) => {
+      const sse = new OrderedSse(stream);
+      sse.comment("connected");
+      const feed = new RunChangeFeed(runtime, since ?? runtime.clock.now(), async (run) => {
+        sse.send({ event: "run", id: String(run.updatedAt), data: JSON.stringify(await runView(runtime, run)) });
+      });
+      const unsubscribe = runtime.bus.subscribeAll((event) => {
+        if (event.kind === "journal") void feed.check();
+      });
+      const poll = setInterval(() => void feed.check(), 100);
+      const heartbeat = setInterval(() => sse.comment("heartbeat"), ctx.heartbeatMs);
+      void feed.check();
+      try {
+        await sse.closed();
+      } finally {
+        clearInterval(poll);
+        clearInterval(heartbeat);
+        unsubscribe();
+      }
+    });
+  });
+}

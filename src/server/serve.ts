@@ -1,0 +1,91 @@
+import { createAdaptorServer } from "@hono/node-server";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { TetherError } from "../engine/errors.js";
+import type { Runtime } from "../engine/runtime.js";
+import { createApp } from "./app.js";
+import type { AuthOptions } from "./auth.js";
+import { defaultDashboardDir } from "./dashboard-static.js";
+import { packageVersion } from "./package-info.js";
+
+export interface ServerOptions {
+  runtime: Runtime;
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** Default: bearer tokens from the store, open while none exists only on a loopback host. */
+  auth?: AuthOptions;
+  version?: string;
+  /** Default: this package's `dist/dashboard`, when built. */
+  dashboardDir?: string;
+  heartbeatMs?: number;
+}
+
+export interface RunningServer {
+  url: string;
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export class InsecureBindError extends TetherError {
+  constructor(host: string) {
+    super(
+      "forbidden",
+      `refusing to listen on ${host} with no API token: anyone who can reach it could control your runs. Create one with \`tether token create --role admin --name <you>\`, or bind to 127.0.0.1`,
+      { host },
+    );
+    this.name = "InsecureBindError";
+  }
+}
+
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127(?:\.\d{1,3}){3}$/.test(h) || h === "::ffff:127.0.0.1";
+}
+
+/** A thin Node shell around `createApp`; it refuses to serve an open API beyond loopback. */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const host = options.host ?? "127.0.0.1";
+  const loopback = isLoopbackHost(host);
+  const auth: AuthOptions = options.auth ?? { mode: "tokens", openWhenEmpty: loopback };
+  if (!loopback) {
+    const active = (await options.runtime.store.listTokens()).filter((t) => t.revokedAt === null);
+    if (auth.mode === "off" || active.length === 0) throw new InsecureBindError(host);
+  }
+  const app = createApp({
+    runtime: options.runtime,
+    auth,
+    version: options.version ?? packageVersion(),
+    dashboardDir: options.dashboardDir ?? defaultDashboardDir(),
+    heartbeatMs: options.heartbeatMs,
+  });
+  const server = createAdaptorServer({ fetch: app.fetch, hostname: host }) as Server;
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException) => {
+      server.off("listening", onListening);
+      const hint = error.code === "EADDRINUSE" ? ` (port ${options.port ?? 4317} is in use: pass --port <n>, or --port 0 for any free port)` : "";
+      reject(new TetherError("invalid_input", `cannot listen on ${host}:${options.port ?? 4317}: ${error.message}${hint}`, undefined, { cause: error }));
+    };
+    const onListening = () => {
+      server.off("error", onError);
+      resolve();
+    };
+    server.once("error", onError);
+    server.once("listening", onListening);
+    server.listen(options.port ?? 4317, host);
+  });
+  const address = server.address() as AddressInfo;
+  const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${urlHost}:${address.port}`,
+    host,
+    port: address.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Event streams never end on their own.
+        server.closeAllConnections();
+      }),
+  };
+}

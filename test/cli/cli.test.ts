@@ -1,0 +1,434 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TetherClient } from "../../src/client/tether-client.js";
+import type { JournalEntry } from "../../src/engine/store.js";
+import type { RunView } from "../../src/server/api-types.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const tsxLoader = createRequire(import.meta.url).resolve("tsx");
+const mainTs = join(root, "src/cli/main.ts");
+const fixtureAgentsPath = join(root, "test/server/fixture-agents.ts");
+
+const hasTmux = (() => {
+  try {
+    execFileSync("tmux", ["-V"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+const cleanEnv = () => {
+  const env = { ...process.env };
+  delete env.TETHER_URL;
+  delete env.TETHER_TOKEN;
+  delete env.TETHER_DB;
+  return env;
+};
+
+/** Runs `tether …` as a child process (stdin is not a terminal). */
+function tether(args: string[], options: { cwd: string; env?: Record<string, string>; timeoutMs?: number }): Promise<CliResult> {
+  return new Promise((resolvePromise, reject) => {
+    const started = Date.now();
+    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { cwd: options.cwd, env: { ...cleanEnv(), ...options.env }, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.stdin.end();
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`tether ${args.join(" ")} did not finish in ${options.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+    }, options.timeoutMs ?? 30_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolvePromise({ code: code ?? -1, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+function configSource(): string {
+  return `import { fixtureAgents } from ${JSON.stringify(fixtureAgentsPath)};
+export default fixtureAgents({
+  tokensPerSecond: Number(process.env.TETHER_TEST_TPS ?? 60),
+  rounds: Number(process.env.TETHER_TEST_ROUNDS ?? 12),
+  slowMs: Number(process.env.TETHER_TEST_SLOW_MS ?? 4000),
+  logFile: process.env.TETHER_TEST_LOG,
+});
+`;
+}
+
+/** `tether serve --port 0` in `cwd`; resolves with its URL once it listens. */
+function serve(cwd: string, env: Record<string, string>, extra: string[] = []): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, "serve", "--port", "0", ...extra], { cwd, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    const timer = setTimeout(() => reject(new Error(`tether serve did not start:\n${output}`)), 20_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const match = /Tether listening on (http:\/\/\S+)/.exec(output);
+      if (match && output.includes("auth: ")) {
+        clearTimeout(timer);
+        resolvePromise({ child, url: match[1], output: () => output });
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`tether serve exited with ${code}:\n${output}`)));
+  });
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+describe("tether CLI against a real `tether serve`", () => {
+  let cwd: string;
+  let server: Awaited<ReturnType<typeof serve>>;
+  let client: TetherClient;
+  let cli: (args: string[], options?: { env?: Record<string, string>; timeoutMs?: number }) => Promise<CliResult>;
+  const logFile = () => join(cwd, "effects.log");
+  const journal = async (id: string): Promise<JournalEntry[]> => client.journalAll(id);
+
+  beforeAll(async () => {
+    cwd = mkdtempSync(join(tmpdir(), "tether-cli-"));
+    writeFileSync(join(cwd, "tether.config.ts"), configSource());
+    server = await serve(cwd, { TETHER_TEST_LOG: join(cwd, "effects.log") });
+    client = new TetherClient({ baseUrl: server.url });
+    cli = (args, options = {}) => tether(args, { cwd, env: { TETHER_URL: server.url, ...options.env }, timeoutMs: options.timeoutMs });
+  }, 30_000);
+
+  afterAll(async () => {
+    if (server?.child.exitCode === null) {
+      const exited = new Promise((r) => server.child.once("exit", r));
+      server.child.kill("SIGINT");
+      await exited;
+    }
+    rmSync(cwd, { recursive: true, force: true });
+  });
+
+  async function startWriter(prompt = "write about pausing"): Promise<string> {
+    const started = await cli(["start", "writer", prompt]);
+    expect(started.code, started.stderr).toBe(0);
+    const id = started.stdout.trim();
+    expect(id).toMatch(/^run_[0-9a-f]+$/);
+    return id;
+  }
+
+  it("serve loaded the agents of tether.config.ts", async () => {
+    expect(server.output()).toContain("agents: writer, slow, stale (from tether.config.ts)");
+    const agents = await cli(["agents", "--json"]);
+    expect(JSON.parse(agents.stdout).map((a: { name: string }) => a.name)).toEqual(["writer", "slow", "stale"]);
+  });
+
+  it("start → pause from a second process → paused, no call starts after → resume → logs -f follows it to completed", async () => {
+    const id = await startWriter();
+    await until("two steps", async () => (await client.get(id)).step >= 2);
+    const paused = await cli(["pause", id, "--reason", "look first"]);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toContain(`${id} is paused (look first)`);
+    expect((await client.get(id)).status).toBe("paused");
+
+    const before = await journal(id);
+    const pausedAt = before.findIndex((e) => e.type === "status" && e.data.to === "paused");
+    const pauseCommand = before.findIndex((e) => e.type === "control" && e.data.command === "pause");
+    expect(pauseCommand).toBeGreaterThan(-1);
+    expect(before.slice(pauseCommand).filter((e) => e.type === "call.started")).toEqual([]);
+    expect(before[pauseCommand].data.actor).toBe("anonymous");
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await journal(id)).length).toBe(before.length);
+    expect((await client.get(id)).status).toBe("paused");
+
+    const shown = await cli(["show", id]);
+    expect(shown.stdout).toMatch(/status\s+paused \(look first\)/);
+    const listed = await cli(["ls", "--status", "paused"]);
+    expect(listed.stdout).toContain(id);
+
+    const resumed = await cli(["resume", id, "--message", "keep it short"]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toMatch(new RegExp(`${id} is (running|queued)`));
+    const followed = await cli(["logs", id, "-f"], { timeoutMs: 40_000 });
+    expect(followed.code, followed.stderr).toBe(0);
+    expect(followed.stdout).toContain("status running → completed");
+    expect(followed.stdout).toContain("│ Turn");
+    expect(followed.stdout).toMatch(/▶ model simulated:sim-1 \(call \d+\)/);
+    expect(followed.stdout).toMatch(/✓ tool publish_draft/);
+    expect(followed.stdout).toContain('✎ message from anonymous: "keep it short"');
+    const all = await journal(id);
+    expect(pausedAt).toBeGreaterThan(-1);
+    const resume = all.findIndex((e) => e.type === "control" && e.data.command === "resume");
+    expect(all.slice(pausedAt, resume).filter((e) => e.type === "call.started")).toEqual([]);
+    expect((await client.get(id)).status).toBe("completed");
+  }, 60_000);
+
+  it("cancel lists the compensations, refuses without --yes when stdin is not a terminal, then runs them newest first", async () => {
+    const id = await startWriter();
+    await until("two published drafts", async () => (await client.get(id)).pendingCompensations.length >= 2);
+    const refused = await cli(["cancel", id]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("pass --yes");
+    expect(refused.stderr).toMatch(/undo \d+ effects, newest first/);
+    expect(["running", "pausing", "paused"]).toContain((await client.get(id)).status);
+
+    const cancelled = await cli(["cancel", id, "--yes", "--reason", "wrong topic"]);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    const listed = [...cancelled.stderr.matchAll(/call (\d+)\s+publish_draft \{"title":"(draft \d+)"\}/g)].map((m) => ({ callSeq: Number(m[1]), title: m[2] }));
+    expect(listed.length).toBeGreaterThanOrEqual(2);
+    expect(listed.map((l) => l.callSeq)).toEqual([...listed].map((l) => l.callSeq).sort((a, b) => b - a));
+    expect(cancelled.stderr).toContain("↺ compensated publish_draft");
+    expect(cancelled.stdout).toContain(`${id} is cancelled (wrong topic)`);
+    const run = await client.get(id);
+    expect(run.status).toBe("cancelled");
+    const compensatedNow = readFileSync(logFile(), "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith("compensated"));
+    const mine = run.report!.compensated.map((c) => c.callSeq);
+    expect(mine.length).toBeGreaterThanOrEqual(listed.length);
+    expect(cancelled.stdout).toContain(`report: ${mine.length} compensated, 0 failed`);
+    for (const { title } of listed) expect(compensatedNow).toContain(`compensated publish_draft ${title}`);
+    const order = listed.map(({ title }) => compensatedNow.lastIndexOf(`compensated publish_draft ${title}`));
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+  }, 40_000);
+
+  it("--db pauses straight through the store; the serving process notices within 50 ms", async () => {
+    const dbPath = join(cwd, ".tether", "tether.db");
+    const latencies: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = (await client.start("writer", `direct ${i}`)).id;
+      await until("running", async () => (await client.get(id)).step >= 1);
+      const paused = await cli(["--db", dbPath, "pause", id, "--reason", "direct"]);
+      expect(paused.code, paused.stderr).toBe(0);
+      expect(paused.stdout).toContain(`${id} is paused (direct)`);
+      const entries = await journal(id);
+      const command = entries.find((e) => e.type === "control" && e.data.command === "pause")!;
+      expect(command.data.actor).toMatch(/^cli/);
+      // The first thing the executing process wrote after the command: the abort of the call in flight, or the pause itself.
+      const noticed = entries.find((e) => e.seq > command.seq && (e.type === "call.aborted" || (e.type === "status" && e.data.to === "paused")))!;
+      latencies.push(noticed.at - command.at);
+      expect(entries.filter((e) => e.seq > command.seq && e.type === "call.started")).toEqual([]);
+      await client.cancel(id);
+    }
+    latencies.sort((a, b) => a - b);
+    console.log(`--db pause noticed by the serving process after ${latencies.join(", ")} ms`);
+    expect(latencies[1]).toBeLessThan(50);
+    expect(latencies[2]).toBeLessThan(250);
+  }, 40_000);
+
+  it("exit codes: 4 not found, 3 illegal transition or stale, 2 usage, 1 unreachable", async () => {
+    const missing = await cli(["show", "run_missing"]);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr.trim().split("\n")).toEqual(["tether: run run_missing does not exist: list runs with `tether ls`"]);
+    expect((await cli(["start", "ghost", "x"])).code).toBe(4);
+
+    const id = (await client.start("writer", "to be cancelled")).id;
+    await until("cancelled", async () => {
+      const run = await client.get(id);
+      if (run.status === "running") await client.cancel(id);
+      return run.status === "cancelled";
+    });
+    const illegal = await cli(["pause", id]);
+    expect(illegal.code).toBe(3);
+    expect(illegal.stderr).toContain("it is cancelled");
+    expect((await cli(["resume", id])).code).toBe(3);
+
+    const usageCases = [["pause"], ["show"], ["ls", "--bogus"], ["fork", id], ["start", "writer"], ["resume", id, "--resolve", "maybe"], ["resume", id, "--patch", "{nope"], ["nonsense"], ["ls", "--limit", "x"]];
+    for (let i = 0; i < usageCases.length; i += 3) {
+      const batch = usageCases.slice(i, i + 3);
+      const results = await Promise.all(batch.map((args) => cli(args)));
+      expect(results.map((r, j) => ({ args: batch[j], code: r.code }))).toEqual(batch.map((args) => ({ args, code: 2 })));
+    }
+    const unreachable = await tether(["ls"], { cwd, env: { TETHER_URL: "http://127.0.0.1:9" } });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toContain("start the server with `tether serve`");
+    const help = await cli(["cancel", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("--yes");
+  }, 60_000);
+
+  it("fork --from starts a new run from a step; halt and unhalt", async () => {
+    const id = (await client.start("writer", "to fork")).id;
+    await until("3 steps", async () => (await client.get(id)).step >= 3);
+    const forked = await cli(["fork", id, "--from", "2"]);
+    expect(forked.code, forked.stderr).toBe(0);
+    const forkId = forked.stdout.trim();
+    expect((await client.get(forkId)).forkedFrom).toEqual({ runId: id, step: 2 });
+    const halted = await cli(["halt", "--agent", "writer", "--reason", "drill"]);
+    expect(halted.code, halted.stderr).toBe(0);
+    expect(halted.stdout).toMatch(/halted \d+ runs? \(scope agent:writer\)/);
+    expect((await client.get(id)).status).toBe("halted");
+    expect((await cli(["start", "writer", "blocked"])).code).toBe(3);
+    const list = await cli(["halt", "--list", "--json"]);
+    expect(JSON.parse(list.stdout).halts[0]).toMatchObject({ scope: "agent:writer", reason: "drill" });
+    const lifted = await cli(["unhalt", "--agent", "writer"]);
+    expect(lifted.code).toBe(0);
+    expect((await client.get(id)).status).toBe("paused");
+    await client.cancel(id);
+    await client.cancel(forkId).catch(() => undefined);
+  }, 40_000);
+
+  it("worker executes runs started with --db; logs -f --db follows them to the end", async () => {
+    const db = join(cwd, "worker", "w.db");
+    const worker = spawn(process.execPath, ["--import", tsxLoader, mainTs, "--db", db, "worker"], { cwd, env: { ...cleanEnv(), TETHER_TEST_TPS: "400" }, stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      let banner = "";
+      worker.stdout!.on("data", (d: Buffer) => (banner += d.toString()));
+      await until("the worker banner", async () => banner.includes("executing runs from"), 20_000);
+      const started = await cli(["--db", db, "start", "writer", "offline"]);
+      expect(started.code, started.stderr).toBe(0);
+      const followed = await cli(["--db", db, "logs", started.stdout.trim(), "-f", "--no-text"]);
+      expect(followed.code, followed.stderr).toBe(0);
+      expect(followed.stdout).toContain("created: agent writer v1 by cli:");
+      expect(followed.stdout).toContain("status running → completed");
+    } finally {
+      const exited = new Promise<number | null>((r) => worker.once("exit", (code) => r(code)));
+      worker.kill("SIGINT");
+      expect(await exited).toBe(0);
+    }
+  }, 40_000);
+
+  it("token create prints a token once; token ls never shows secrets", async () => {
+    const db = join(cwd, "tokens", "t.db");
+    const created = await cli(["--db", db, "token", "create", "--role", "operator", "--name", "ci"]);
+    expect(created.code, created.stderr).toBe(0);
+    const token = created.stdout.trim();
+    expect(token).toMatch(/^tether_[A-Za-z0-9_-]{40,}$/);
+    expect(created.stderr).toContain("shown only once");
+    const listed = await cli(["--db", db, "token", "ls", "--json"]);
+    const tokens = JSON.parse(listed.stdout);
+    expect(tokens).toEqual([expect.objectContaining({ name: "ci", role: "operator", revokedAt: null })]);
+    expect(listed.stdout).not.toContain(token);
+    expect(JSON.stringify(tokens)).not.toContain("hash");
+    expect((await cli(["--db", db, "token", "create", "--role", "root", "--name", "x"])).code).toBe(2);
+  });
+
+  it("serve refuses a non-loopback host without a token", async () => {
+    const other = mkdtempSync(join(tmpdir(), "tether-cli-open-"));
+    try {
+      writeFileSync(join(other, "tether.config.ts"), configSource());
+      const refused = await tether(["serve", "--host", "0.0.0.0", "--port", "0"], { cwd: other });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("refusing to listen on 0.0.0.0 with no API token");
+      expect(refused.stderr).toContain("tether token create");
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
+  describe.skipIf(!hasTmux)("attach, driven through tmux", () => {
+    const session = `tether-attach-${process.pid}`;
+    const screen = () => execFileSync("tmux", ["capture-pane", "-p", "-J", "-t", session], { encoding: "utf8" });
+    const statusLine = () =>
+      screen()
+        .split("\n")
+        .filter((l) => l.includes("p pause · r resume"))
+        .at(-1) ?? "";
+    const sendKeys = (...keys: string[]) => execFileSync("tmux", ["send-keys", "-t", session, ...keys]);
+    const waitForScreen = (what: string, test: (text: string) => boolean, timeoutMs = 15_000) =>
+      until(`${what} on the attach screen`, async () => test(screen()), timeoutMs).catch((error: Error) => {
+        throw new Error(`${error.message}\n--- screen ---\n${screen()}`);
+      });
+    const openAttach = (id: string) => {
+      const command = [process.execPath, "--import", tsxLoader, mainTs, "--url", server.url, "attach", id].map((a) => `'${a}'`).join(" ");
+      execFileSync("tmux", ["new-session", "-d", "-s", session, "-x", "200", "-y", "50", `${command}; echo ATTACH_EXIT=$?; sleep 120`], { cwd, env: cleanEnv() });
+    };
+    const closeSession = () => {
+      try {
+        execFileSync("tmux", ["kill-session", "-t", session], { stdio: "ignore" });
+      } catch {
+        // Already gone.
+      }
+    };
+
+    it("p pauses, r resumes, c asks with the compensations and y cancels, q detaches; the status line follows", async () => {
+      const id = await startWriter();
+      openAttach(id);
+      try {
+        await waitForScreen("[running]", () => statusLine().includes("[running]"));
+        expect(statusLine()).toMatch(/\[running\] · step \d+ · \d+ tok · \$[\d.]+ · [\d.]+ (ms|s) active/);
+        sendKeys("p");
+        await waitForScreen("[paused]", () => statusLine().includes("[paused]"));
+        expect((await client.get(id)).status).toBe("paused");
+        expect(statusLine()).toContain("paused from tether attach");
+        const steps = (await client.get(id)).step;
+        sendKeys("r");
+        await waitForScreen("[running] again", () => statusLine().includes("[running]"));
+        await until("published drafts", async () => (await client.get(id)).pendingCompensations.length >= 1 && (await client.get(id)).step > steps);
+        sendKeys("c");
+        await waitForScreen("the cancel question", (s) => /Cancel run_[0-9a-f]+\? It will undo \d+, newest first: publish_draft \(call \d+\)/.test(s));
+        expect(["running", "pausing", "paused"]).toContain((await client.get(id)).status);
+        sendKeys("y");
+        await waitForScreen("[cancelled]", () => statusLine().includes("[cancelled]"));
+        expect(screen()).toContain("↺ compensated publish_draft");
+        expect((await client.get(id)).status).toBe("cancelled");
+        sendKeys("q");
+        await waitForScreen("the attach exit", (s) => s.includes("ATTACH_EXIT=0"));
+        expect(screen()).toContain(`detached from ${id}; it is cancelled`);
+      } finally {
+        closeSession();
+      }
+    }, 60_000);
+
+    it("pausing while a tool cannot be interrupted shows what it waits on; Ctrl-C once pauses, twice detaches without killing the run", async () => {
+      const started = await cli(["start", "slow", "wait for it"]);
+      const id = started.stdout.trim();
+      await until("the slow tool in flight", async () => (await client.get(id)).inflight?.name === "slow_lookup");
+      openAttach(id);
+      try {
+        await waitForScreen("[running]", () => statusLine().includes("[running]"));
+        sendKeys("C-c");
+        await waitForScreen("[pausing] waiting on the tool", () => /\[pausing\].*waiting on tool slow_lookup for [\d.]+ (ms|s)/.test(statusLine()));
+        await waitForScreen("[paused]", () => statusLine().includes("[paused]"), 10_000);
+        expect(screen()).toContain("Ctrl-C again to detach");
+        sendKeys("C-c");
+        await waitForScreen("the attach exit", (s) => s.includes("ATTACH_EXIT=0"));
+        const run = await client.get(id);
+        expect(run.status).toBe("paused");
+        expect((await client.journalAll(id)).filter((e) => e.type === "call.completed" && e.data.name === "slow_lookup")).toHaveLength(1);
+        await client.cancel(id);
+      } finally {
+        closeSession();
+      }
+    }, 40_000);
+  });
+
+  it("demo (stdin not a terminal) serves, prints the dashboard URL with the token, follows the run and exits 0 when it ends", async () => {
+    const demoCwd = mkdtempSync(join(tmpdir(), "tether-demo-"));
+    try {
+      const demo = await tether(["demo", "--port", "0", "--no-attach", "--exit-when-done", "--speed", "1000"], { cwd: demoCwd, timeoutMs: 60_000 });
+      expect(demo.code, demo.stderr).toBe(0);
+      expect(demo.stdout).toMatch(/dashboard: http:\/\/127\.0\.0\.1:\d+\/#token=tether_[A-Za-z0-9_-]+/);
+      expect(demo.stdout).toMatch(/token: {5}tether_/);
+      expect(demo.stdout).toMatch(/status running → completed/);
+      expect(demo.stdout).toMatch(/run run_[0-9a-f]+ is completed/);
+      expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(true);
+    } finally {
+      rmSync(demoCwd, { recursive: true, force: true });
+    }
+  }, 70_000);
+
+  it("the listing and views agree with the API", async () => {
+    const ls = await cli(["ls", "--json", "--limit", "3"]);
+    const runs = JSON.parse(ls.stdout) as RunView[];
+    expect(runs.length).toBe(3);
+    const shown = await cli(["show", runs[0].id, "--json"]);
+    expect(JSON.parse(shown.stdout).id).toBe(runs[0].id);
+  });
+});

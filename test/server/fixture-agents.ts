@@ -1,0 +1,102 @@
+import { appendFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import { z } from "zod";
+import type { AgentDefinition } from "../../src/engine/agent.js";
+import { SimulatedModel, type SimulatedScript } from "../../src/models/simulated-model.js";
+import { tool } from "../../src/engine/tool.js";
+import { toolLoopAgent } from "../../src/agents/tool-loop-agent.js";
+
+/**
+ * Agents for the server and CLI suites: real tool loops on the simulated model, with an effect
+ * that declares a compensation (and logs it), a slow tool that ignores its signal, and a
+ * vars schema so patches can be refused.
+ */
+export interface FixtureOptions {
+  /** Streaming speed of the simulated model. */
+  tokensPerSecond?: number;
+  /** Tool-calling turns before the final answer. */
+  rounds?: number;
+  /** Where compensations and tool executions are appended, one line each (for child processes). */
+  logFile?: string;
+  /** How long `slow_lookup` takes; it does not honour its signal. */
+  slowMs?: number;
+}
+
+export interface FixtureLog {
+  executed: string[];
+  compensated: string[];
+}
+
+const filler = "The sources point to a consistent trend, and the draft needs one more check before it goes out.";
+
+function writerScript(rounds: number): SimulatedScript {
+  return ({ turn }) => {
+    if (turn >= rounds) return { text: `Final answer after ${turn} turns. ${filler}` };
+    if (turn % 2 === 0) return { text: `Turn ${turn}: publishing a draft. ${filler}`, toolCalls: [{ toolName: "publish_draft", input: { title: `draft ${turn}` } }] };
+    return { text: `Turn ${turn}: looking something up. ${filler}`, toolCalls: [{ toolName: "lookup", input: { query: `question ${turn}` } }] };
+  };
+}
+
+function slowScript(): SimulatedScript {
+  return ({ turn }) => (turn === 0 ? { text: "Waiting on the slow lookup.", toolCalls: [{ toolName: "slow_lookup", input: { query: "slow" } }] } : { text: "Done." });
+}
+
+export function fixtureAgents(options: FixtureOptions = {}, log: FixtureLog = { executed: [], compensated: [] }): AgentDefinition[] {
+  const record = (kind: "executed" | "compensated", line: string) => {
+    log[kind].push(line);
+    if (options.logFile) appendFileSync(options.logFile, `${kind} ${line}\n`);
+  };
+  const tps = options.tokensPerSecond ?? 400;
+  const publishDraft = tool({
+    name: "publish_draft",
+    description: "Publish a draft; cancelling the run unpublishes it.",
+    input: z.object({ title: z.string() }),
+    execute: async ({ title }, ctx) => {
+      record("executed", `publish_draft ${title} ${ctx.idempotencyKey}`);
+      return { url: `https://drafts.example/${encodeURIComponent(title)}` };
+    },
+    compensate: async ({ title }) => {
+      record("compensated", `publish_draft ${title}`);
+    },
+  });
+  const lookup = tool({
+    name: "lookup",
+    description: "Look something up.",
+    input: z.object({ query: z.string() }),
+    idempotent: true,
+    execute: async ({ query }) => ({ answer: `about ${query}` }),
+  });
+  const slowLookup = tool({
+    name: "slow_lookup",
+    description: "A lookup that takes a while and cannot be interrupted.",
+    input: z.object({ query: z.string() }),
+    execute: async ({ query }, ctx) => {
+      record("executed", `slow_lookup ${query} ${ctx.idempotencyKey}`);
+      await delay(options.slowMs ?? 600);
+      return { answer: `slowly, about ${query}` };
+    },
+  });
+  return [
+    toolLoopAgent({
+      name: "writer",
+      description: "Publishes drafts and looks things up (fixture).",
+      model: new SimulatedModel({ tokensPerSecond: tps, script: writerScript(options.rounds ?? 6) }),
+      tools: [publishDraft, lookup],
+      vars: z.looseObject({ turns: z.number(), topic: z.string().optional() }),
+      maxTurns: 50,
+    }),
+    toolLoopAgent({
+      name: "slow",
+      description: "Waits on a tool that ignores its signal (fixture).",
+      model: new SimulatedModel({ tokensPerSecond: Number.POSITIVE_INFINITY, script: slowScript() }),
+      tools: [slowLookup],
+    }),
+    toolLoopAgent({
+      name: "stale",
+      description: "Its snapshots go stale after a minute (fixture).",
+      model: new SimulatedModel({ tokensPerSecond: tps, script: writerScript(options.rounds ?? 6) }),
+      tools: [publishDraft, lookup],
+      staleAfterMs: 60_000,
+    }),
+  ];
+}
