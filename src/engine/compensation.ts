@@ -1,6 +1,7 @@
 import type { AgentDefinition } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
 import { statusEntry } from "./executor.js";
+import type { CommandOutcomes } from "./pending-commands.js";
 import type { CancelReport, EffectRecord, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
 
 export interface CancellationHost {
@@ -12,7 +13,7 @@ export interface CancellationHost {
   releaseResources(): Promise<{ released: string[]; failed: { name: string; error: string }[] }>;
   compensationResource(name: string): unknown;
   leavingRunning(): RunPatch;
-  pendingCommands(type: string): Promise<{ id: string; appliedAt: number; outcome: string }[]>;
+  pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>>;
   stopSignal: AbortSignal;
 }
 
@@ -43,7 +44,13 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
     if (host.stopSignal.aborted || host.current().status !== "cancelling") return;
     const tool = tools.get(effect.tool);
     let attempts = effect.attempts;
-    let lastError = tool?.compensate ? "" : `the agent no longer declares a compensate for tool ${effect.tool}`;
+    // Attempts already made belong to a worker that stopped mid-way (a crash): if none are left,
+    // that interrupted attempt is the failure to report.
+    let lastError = !tool?.compensate
+      ? `the agent no longer declares a compensate for tool ${effect.tool}`
+      : attempts > 0
+        ? `attempt ${attempts} was interrupted (the worker stopped) and its outcome is unknown`
+        : "";
     let succeeded = false;
     while (tool?.compensate && attempts < maxAttempts && !succeeded) {
       if (attempts > 0) await ctx.clock.sleep(backoffMs * 2 ** Math.max(0, attempts - 1), host.stopSignal).catch(() => undefined);
@@ -51,6 +58,7 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
       attempts += 1;
       const at = ctx.clock.now();
       await host.write({
+        set: { waitingFor: { kind: "compensation", name: effect.tool, callSeq: effect.callSeq, since: at } },
         effects: [{ ...effect, state: "compensating", attempts, updatedAt: at }],
         journal: [{ type: "compensation.started", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempt: attempts } }],
       });
@@ -107,6 +115,6 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
         uncertain: report.uncertain.length,
       }),
     ],
-    appliedCommands: await host.pendingCommands("cancel"),
+    appliedCommands: await host.pendingCommands({ cancel: "applied", pause: "superseded: cancel" }),
   });
 }

@@ -44,6 +44,11 @@ export class EventBus {
     }
   }
 
+  /** The run's journal reached `seq` (possibly written by another process): live parts are numbered after it. */
+  advanceTo(runId: string, seq: number): void {
+    if (seq > (this.liveCounters.get(runId)?.seq ?? 0)) this.liveCounters.set(runId, { seq, sub: 0 });
+  }
+
   publishLive(runId: string, type: "model.delta", at: number, data: JsonObject): void {
     const counter = this.liveCounters.get(runId) ?? { seq: 0, sub: 0 };
     counter.sub += 1;

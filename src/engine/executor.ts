@@ -15,6 +15,7 @@ import type { AnyTool } from "./tool.js";
 import { addUsage, type Usage } from "./usage.js";
 import { runCancellation } from "./compensation.js";
 import { planRecovery } from "./recovery.js";
+import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
 
 export function statusEntry(at: number, from: RunStatus, to: RunStatus, reason?: string | null, extra: JsonObject = {}): JournalInput {
   return { type: "status", at, data: { from, to, ...(reason ? { reason } : {}), ...extra } };
@@ -48,6 +49,8 @@ export class RunExecutor {
   private watchTimer: NodeJS.Timeout | undefined;
   private polling = false;
   private lastRenewal: number;
+  /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
+  private detached = false;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -72,8 +75,7 @@ export class RunExecutor {
     this.watchTimer = setInterval(() => void this.poll(), this.ctx.controlPollMs);
     this.watchTimer.unref?.();
     try {
-      if (!(await this.load())) return;
-      await this.loop();
+      await this.loop(await this.load());
     } catch (error) {
       if (TetherError.isInstance(error) && error.code === "lease_lost") return;
       await this.failUnexpectedly(error);
@@ -85,6 +87,7 @@ export class RunExecutor {
 
   /** Stops executing here without changing the run: its lease lapses and any worker recovers it. */
   detach(): void {
+    this.detached = true;
     this.stopAll.abort("detached");
     this.callAbort?.abort("detached");
   }
@@ -97,7 +100,16 @@ export class RunExecutor {
       this.callAbort?.abort(new LeaseLostError(this.run.id));
       return;
     }
+    this.adopt(fresh);
+  }
+
+  /**
+   * Takes a newer record as current. A control command may arrive in a record returned by this
+   * executor's own write (a progress note, a lease renewal), so every newer record is reacted to.
+   */
+  private adopt(fresh: RunRecord): void {
     this.run = fresh;
+    this.ctx.bus.advanceTo(fresh.id, fresh.journalSeq);
     this.react();
   }
 
@@ -140,6 +152,7 @@ export class RunExecutor {
 
   /** Writes with this worker's fencing token; false when an expectation on status failed. */
   private async write(update: Omit<RunUpdate, "runId">): Promise<boolean> {
+    if (this.detached) throw new LeaseLostError(this.run.id);
     const result = await this.ctx.store.update({ ...update, runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
     if (!result.ok) {
       if (result.run.epoch !== this.run.epoch) {
@@ -149,7 +162,7 @@ export class RunExecutor {
       this.observe(result.run);
       return false;
     }
-    if (result.run.version > this.run.version) this.run = result.run;
+    if (result.run.version > this.run.version) this.adopt(result.run);
     this.ctx.bus.publishJournal(result.journal);
     return true;
   }
@@ -163,6 +176,7 @@ export class RunExecutor {
     return { runningSince: null, activeMs: this.run.activeMs + (since === null ? 0 : this.now() - since) };
   }
 
+  /** Reads the latest snapshot; false if it is corrupt, and the run was set aside or can only be cancelled. */
   private async load(): Promise<boolean> {
     try {
       const restored = restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
@@ -171,33 +185,42 @@ export class RunExecutor {
       return true;
     } catch (error) {
       if (!(error instanceof SnapshotCorruptError)) throw error;
-      // Nothing is deleted: the run waits, paused, for a person to look at the store.
+      // Nothing is deleted. Compensation needs no agent state, so a cancel goes on; anything else
+      // waits, paused, for a person to look at the store.
       const from = this.run.status;
-      if (from === "running") {
-        await this.write({
-          set: { status: "paused", statusReason: `snapshot_corrupt: ${error.message}`, lease: null, ...this.leavingRunning() },
-          journal: [statusEntry(this.now(), from, "pausing", "snapshot_corrupt"), statusEntry(this.now(), "pausing", "paused", "snapshot_corrupt")],
-        });
-      } else {
-        await this.write({ set: { lease: null }, journal: [{ type: "recovery", at: this.now(), data: { problem: error.message } }] });
+      const at = this.now();
+      if (from === "cancelling") {
+        await this.write({ journal: [{ type: "recovery", at, data: { problem: error.message } }] });
+        return false;
       }
+      if (from !== "running" && from !== "pausing") return false;
+      await this.write({
+        expect: { status: [from] },
+        set: { status: "paused", statusReason: `snapshot_corrupt: ${error.message}`, lease: null, waitingFor: null, pauseMode: null, ...this.leavingRunning() },
+        journal: [...(from === "running" ? [statusEntry(at, from, "pausing", "snapshot_corrupt")] : []), statusEntry(at, "pausing", "paused", "snapshot_corrupt")],
+      });
       return false;
     }
   }
 
-  private async loop(): Promise<void> {
-    await this.recover();
+  /** Runs steps while the run is running; without a readable state only a cancel or a pause can finish. */
+  private async loop(hasState: boolean): Promise<void> {
+    if (hasState) await this.recover();
     let resourcesReady = false;
     for (;;) {
-      if (this.stopAll.signal.aborted) return;
       const status = this.run.status;
-      if (status === "cancelling") return this.cancel();
+      // Checked before the stop signal, which a halt also fires: the halted run still gives up its lease.
+      if (status === "halted") return this.leaveHalted();
+      if (this.stopAll.signal.aborted) return;
+      if (status === "cancelling") {
+        await this.cancel();
+        continue;
+      }
       if (status === "pausing") {
         if (await this.finishPause()) return;
         continue;
       }
-      if (status === "halted") return this.leaveHalted();
-      if (status !== "running") return;
+      if (status !== "running" || !hasState) return;
       if (!resourcesReady) {
         await this.acquireResources();
         resourcesReady = true;
@@ -241,7 +264,11 @@ export class RunExecutor {
     const callSeq = this.run.nextCallSeq;
     const at = this.now();
     const name = action.type === "model" ? modelKey(this.model()) : action.toolName;
-    const inflight: InflightCall = { callSeq, kind: action.type, name, action: action as unknown as Json, startedAt: at };
+    // A model request carries the whole conversation, and recovery never re-uses it (an
+    // interrupted model call is re-planned from the snapshot), so only its type is kept: the
+    // run record, rewritten on every update, stays the same size however long the history.
+    const planned: Json = action.type === "model" ? { type: "model" } : (action as unknown as Json);
+    const inflight: InflightCall = { callSeq, kind: action.type, name, action: planned, startedAt: at };
     const data: JsonObject =
       action.type === "model"
         ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
@@ -283,11 +310,13 @@ export class RunExecutor {
     const key = modelKey(model);
     const runId = this.run.id;
     const { callSeq } = inflight;
-    const outcome = await streamModelCall(model, action.request, {
-      signal,
-      idempotencyKey: idempotencyKey(runId, callSeq),
-      onDelta: (text) => this.ctx.bus.publishLive(runId, "model.delta", this.now(), { callSeq, text }),
-    });
+    const outcome = await this.whileInFlight(
+      streamModelCall(model, action.request, {
+        signal,
+        idempotencyKey: idempotencyKey(runId, callSeq),
+        onDelta: (text) => this.ctx.bus.publishLive(runId, "model.delta", this.now(), { callSeq, text }),
+      }),
+    );
     const usageOf = (u: { inputTokens: number; outputTokens: number; cachedInputTokens?: number }): Usage => {
       const usage = { inputTokens: u.inputTokens, outputTokens: u.outputTokens, cachedInputTokens: u.cachedInputTokens ?? 0 };
       return { ...usage, costUsd: this.ctx.prices.cost(key, usage) };
@@ -329,7 +358,7 @@ export class RunExecutor {
       return;
     }
     const runId = this.run.id;
-    const execution = executeTool(tool, action.input, {
+    const execution = this.whileInFlight(executeTool(tool, action.input, {
       runId,
       idempotencyKey: idempotencyKey(runId, inflight.callSeq),
       signal,
@@ -337,10 +366,12 @@ export class RunExecutor {
         void this.write({ journal: [{ type: "call.progress", at: this.now(), callSeq: inflight.callSeq, data: { ...update } }] }).catch(() => undefined);
       },
       resource: <T>(name: string) => this.resources.get(name) as T,
-    });
+    }));
     let outcome: Outcome & { type: "tool" };
     try {
-      outcome = await this.untilStopped(execution);
+      // An abortable tool honours the signal a halt or a lost lease fires, so its end is awaited and
+      // journaled; only a tool that ignores its signal is left behind.
+      outcome = await (tool.abortable ? execution : this.untilStopped(execution));
     } catch (error) {
       if (error instanceof ToolAbortedError) {
         await this.write({
@@ -370,6 +401,13 @@ export class RunExecutor {
       throw error;
     }
     await this.commitOutcome(action, inflight, outcome);
+  }
+
+  /** The call counts as in flight until it settles, not until its outcome is written: nothing waits for a finished call. */
+  private whileInFlight<T>(call: Promise<T>): Promise<T> {
+    return call.finally(() => {
+      this.inFlight = null;
+    });
   }
 
   private untilStopped<T>(promise: Promise<T>): Promise<T> {
@@ -446,10 +484,14 @@ export class RunExecutor {
       case "apply":
         await this.commitOutcome(action, inflight, plan.outcome, undefined, [note, ...(plan.resolved ? [plan.resolved(at)] : [])]);
         return;
-      case "retry":
-        await this.write({ set: { inflight: { ...inflight, uncertain: false, resolution: undefined } }, journal: [note] });
-        if (this.run.status === "running" && action.type !== "done") await this.perform(action, inflight);
+      case "retry": {
+        // Only a running run issues it again, checked with the note (invariant 1); otherwise the
+        // call and any decision on it stay for the claim after a resume.
+        if (this.run.status !== "running" || action.type === "done") return;
+        const retried = { ...inflight, uncertain: false, resolution: undefined };
+        if (await this.write({ expect: { status: ["running"] }, set: { inflight: retried }, journal: [note] })) await this.perform(action, retried);
         return;
+      }
       case "uncertain": {
         if (inflight.uncertain) return;
         const moving = this.run.status === "running";
@@ -486,10 +528,8 @@ export class RunExecutor {
     return { released, failed };
   }
 
-  private async pendingCommandIds(type: string): Promise<{ id: string; appliedAt: number; outcome: string }[]> {
-    const commands = await this.ctx.store.listCommands(this.run.id);
-    const at = this.now();
-    return commands.filter((c) => c.appliedAt === null && c.type === type).map((c) => ({ id: c.id, appliedAt: at, outcome: "applied" }));
+  private pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>> {
+    return settlePendingCommands(this.ctx.store, this.run.id, outcomes, this.now());
   }
 
   /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
@@ -500,7 +540,7 @@ export class RunExecutor {
       expect: { status: ["pausing"] },
       set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
       journal: [statusEntry(this.now(), "pausing", "paused", reason)],
-      appliedCommands: await this.pendingCommandIds("pause"),
+      appliedCommands: await this.pendingCommands({ pause: "applied" }),
     });
     return ok;
   }
@@ -527,6 +567,7 @@ export class RunExecutor {
       expect: { status: [from] },
       set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },
       journal: [statusEntry(this.now(), from, "failed", code, { message })],
+      appliedCommands: await this.pendingCommands({ pause: "superseded: failed" }),
     });
   }
 
@@ -549,7 +590,7 @@ export class RunExecutor {
       releaseResources: () => this.releaseResources(false),
       compensationResource: (name) => this.resources.peek(name),
       leavingRunning: () => this.leavingRunning(),
-      pendingCommands: (type) => this.pendingCommandIds(type),
+      pendingCommands: (outcomes) => this.pendingCommands(outcomes),
       stopSignal: this.stopAll.signal,
     });
   }

@@ -1,7 +1,8 @@
 import type { Action, Outcome } from "./agent.js";
+import type { Json } from "./json.js";
 import { idempotencyKey } from "./ids.js";
 import type { InflightCall, JournalInput } from "./store.js";
-import type { AnyTool } from "./tool.js";
+import type { AnyTool, CheckResult } from "./tool.js";
 
 export type RecoveryPlan =
   | { type: "abandon"; reason: string }
@@ -43,11 +44,20 @@ export async function planRecovery(input: {
 
   if (tool.check) {
     const key = idempotencyKey(input.runId, inflight.callSeq);
-    const checked = await tool.check(key, action.input);
+    let checked: CheckResult<Json>;
+    try {
+      checked = await tool.check(key, action.input);
+    } catch (error) {
+      // No answer is not a "no": the call may have happened.
+      return { type: "uncertain", reason: `check(${key}) failed: ${error instanceof Error ? error.message : String(error)}` };
+    }
     if (checked.done) return { type: "apply", outcome: { type: "tool", ok: true, output: checked.result ?? null } };
     // It did not happen: safe to issue again, or (when cancelling) to drop.
     return cancelling ? { type: "abandon", reason: "check_not_done" } : { type: "retry" };
   }
-  if (tool.idempotent && !cancelling) return { type: "retry" };
+  if (tool.idempotent) {
+    // Retrying would only be to undo it again; a person decides what the world looks like.
+    return cancelling ? { type: "uncertain", reason: "the worker stopped during the call and the run is being cancelled, so it is not retried" } : { type: "retry" };
+  }
   return { type: "uncertain", reason: "the worker stopped during a call that is neither idempotent nor checkable" };
 }

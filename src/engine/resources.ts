@@ -48,7 +48,10 @@ export class ResourceHolder {
   /** Releases held resources, newest first; for a pause only those marked `releaseOnPause`. */
   async *release(held: Record<string, HeldResource>, options: { forPause: boolean }): AsyncGenerator<ResourceChange> {
     let resources = held;
-    const names = Object.keys(held).sort((a, b) => held[b].acquiredAt - held[a].acquiredAt);
+    // Keys are in acquisition order; reversing first keeps newest-first for ties in the same millisecond.
+    const names = Object.keys(held)
+      .reverse()
+      .sort((a, b) => held[b].acquiredAt - held[a].acquiredAt);
     for (const name of names) {
       const entry = resources[name];
       if (entry.releasedForPause) {

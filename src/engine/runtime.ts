@@ -17,6 +17,7 @@ import { EventBus, type RunEvent } from "./events.js";
 import { RunExecutor, statusEntry } from "./executor.js";
 import { randomIds, type IdGenerator } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
+import { settlePendingCommands } from "./pending-commands.js";
 import { PriceTable } from "./pricing.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import { applyStatePatch, validateMessage } from "./state-edits.js";
@@ -187,6 +188,11 @@ export class Runtime {
     return this.store.listCommands(runId);
   }
 
+  /** A worker executes the run: its live lease, or this process even if a slow tick let the lease lapse. */
+  private isHeld(run: RunRecord, now: number): boolean {
+    return hasLiveLease(run, now) || this.executors.has(run.id);
+  }
+
   private agentFor(name: string): AgentDefinition {
     const agent = this.agentMap.get(name);
     if (!agent) throw new UnknownAgentError(name, [...this.agentMap.keys()]);
@@ -234,13 +240,15 @@ export class Runtime {
       [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner } }],
     );
     this.bus.publishJournal(await this.store.readJournal(id));
-    if (this.isWorker && !this.closed) void this.tryClaim(run);
+    if (this.isWorker && !this.closed) this.claimSoon(run);
     return run;
   }
 
   async fork(runId: string, options: { fromStep: number; actor?: string }): Promise<RunRecord> {
     const source = await this.get(runId);
     const agent = this.agentFor(source.agent);
+    const halt = await this.haltFor(agent.name);
+    if (halt) throw new HaltedError(halt);
     if (!Number.isInteger(options.fromStep) || options.fromStep < 0 || options.fromStep > source.step) {
       throw new InvalidInputError(`fromStep must be a completed step of run ${runId}: an integer from 0 to ${source.step}`);
     }
@@ -267,7 +275,7 @@ export class Runtime {
       [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep } }],
     );
     this.bus.publishJournal(await this.store.readJournal(id));
-    if (this.isWorker && !this.closed) void this.tryClaim(run);
+    if (this.isWorker && !this.closed) this.claimSoon(run);
     return run;
   }
 
@@ -313,7 +321,11 @@ export class Runtime {
     for (let attempt = 0; ; attempt++) {
       const run = await this.get(runId);
       const now = this.ctx.clock.now();
-      const decision = await decide(run, now);
+      const decision = await decide(run, now).catch((error: unknown) => {
+        // A refusal found while deciding (a corrupt snapshot, an invalid patch) is recorded like any other.
+        if (TetherError.isInstance(error)) return { refuse: error };
+        throw error;
+      });
       if ("noop" in decision) return this.recordCommandOnly(run, command, "already_holds");
       if ("refuse" in decision) {
         await this.recordCommandOnly(run, command, `refused: ${decision.refuse.code}`);
@@ -322,7 +334,9 @@ export class Runtime {
       const result = await this.store.update({
         ...decision.update,
         runId,
-        expect: { version: run.version },
+        // Edits of a paused run's state need the exact version; a status change only needs the
+        // status and the fencing epoch it was decided on, so a busy executor does not starve it.
+        expect: decision.update.snapshot ? { version: run.version } : { status: [run.status], epoch: run.epoch },
         journal: [this.controlEntry(command, decision.applied ? "applied" : "requested"), ...(decision.update.journal ?? [])],
         insertCommand: decision.applied ? { ...command, appliedAt: now, outcome: "applied" } : command,
       });
@@ -343,7 +357,7 @@ export class Runtime {
     return this.control(runId, command, async (run, now) => {
       if (run.status === "pausing" || run.status === "paused") return { noop: true };
       if (run.status !== "running") return { refuse: new IllegalTransitionError(runId, "pause", run.status) };
-      if (hasLiveLease(run, now)) {
+      if (this.isHeld(run, now)) {
         return { update: { set: { status: "pausing", statusReason: reason, pauseMode: mode }, journal: [statusEntry(now, "running", "pausing", reason)] }, applied: false };
       }
       // No worker holds it, so nothing is in flight: it is paused at once.
@@ -405,7 +419,7 @@ export class Runtime {
         applied: true,
       };
     });
-    if (run.status === "running" && this.isWorker && !this.closed) void this.tryClaim(run);
+    if (run.status === "running" && this.isWorker && !this.closed) this.claimSoon(run);
     return run;
   }
 
@@ -483,7 +497,8 @@ export class Runtime {
     const run = await this.control(runId, command, async (current, now) => {
       if (current.status === "cancelling" || current.status === "cancelled") return { noop: true };
       if (isTerminal(current.status)) return { refuse: new IllegalTransitionError(runId, "cancel", current.status) };
-      claim = !hasLiveLease(current, now) && this.isWorker && !this.closed && this.agentMap.has(current.agent);
+      const held = this.isHeld(current, now);
+      claim = !held && this.isWorker && !this.closed && this.agentMap.has(current.agent);
       const since = current.runningSince;
       return {
         update: {
@@ -491,14 +506,14 @@ export class Runtime {
             status: "cancelling",
             statusReason: reason,
             pauseMode: null,
-            ...(since !== null && !hasLiveLease(current, now) ? { runningSince: null, activeMs: current.activeMs + now - since } : {}),
+            ...(since !== null && !held ? { runningSince: null, activeMs: current.activeMs + now - since } : {}),
           },
           journal: [statusEntry(now, current.status, "cancelling", reason)],
         },
         applied: false,
       };
     });
-    if (claim) void this.tryClaim(run);
+    if (claim) this.claimSoon(run);
     return run;
   }
 
@@ -541,6 +556,7 @@ export class Runtime {
                 ...(since !== null ? { runningSince: null, activeMs: run.activeMs + now - since } : {}),
               },
               journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
+              appliedCommands: await settlePendingCommands(this.store, run.id, { pause: "superseded: halt", cancel: "superseded: halt" }, now),
             },
             applied: true,
           };
@@ -582,44 +598,70 @@ export class Runtime {
 
   /**
    * The run's events from `afterSeq`: the journal's history first, then live, with no gap and
-   * no duplicate. Runs executed by another process are followed by polling the journal.
+   * no duplicate. The bus only carries this process's writes, so a gap in its sequence (another
+   * process wrote) is filled from the store before anything after it is delivered; runs
+   * executed by another process are followed by polling the journal.
    */
   subscribe(runId: string, options: { afterSeq?: number; pollMs?: number }, listener: (event: RunEvent) => void): () => void {
     let last = options.afterSeq ?? 0;
     let closed = false;
-    let replaying = true;
-    const buffered: RunEvent[] = [];
+    /** Held bus events, each with the number of store reads started before it arrived. */
+    const pending: { event: RunEvent; readsBefore: number }[] = [];
+    let readsStarted = 0;
     const deliver = (event: RunEvent) => {
-      if (closed) return;
       if (event.kind === "journal") {
         if (event.seq <= last) return;
         last = event.seq;
       } else if (event.seq < last) return;
       listener(event);
     };
-    const unsubscribe = this.bus.subscribe(runId, (event) => (replaying ? buffered.push(event) : deliver(event)));
     let reading = false;
-    const readNew = async () => {
-      if (reading || closed) return;
+    let readAgain = false;
+    const catchUp = async (): Promise<void> => {
+      if (closed) return;
+      if (reading) {
+        readAgain = true;
+        return;
+      }
       reading = true;
       try {
-        for (;;) {
-          const page = await this.store.readJournal(runId, { afterSeq: last, limit: 500 });
-          for (const entry of page) deliver({ kind: "journal", runId, seq: entry.seq, entry });
-          if (page.length < 500) break;
-        }
+        do {
+          readAgain = false;
+          for (;;) {
+            readsStarted += 1;
+            const page = await this.store.readJournal(runId, { afterSeq: last, limit: 500 });
+            for (const entry of page) if (!closed) deliver({ kind: "journal", runId, seq: entry.seq, entry });
+            if (page.length < 500) break;
+          }
+        } while (readAgain && !closed);
       } catch {
-        // The next poll retries.
+        // The store is unreachable for now: the next poll or event retries.
+        return;
       } finally {
         reading = false;
       }
+      flush();
     };
-    void readNew().then(() => {
-      replaying = false;
-      for (const event of buffered.splice(0)) deliver(event);
+    /**
+     * Delivers held events in order. One ahead of the journal waits for a read of the store; once
+     * a read that started after it arrived has found nothing in between, there is nothing to wait for.
+     */
+    const flush = () => {
+      while (pending.length && !closed && !reading) {
+        const { event, readsBefore } = pending[0];
+        const ahead = event.kind === "journal" ? event.seq > last + 1 : event.seq > last;
+        if (ahead && readsBefore === readsStarted) return void catchUp();
+        pending.shift();
+        deliver(event);
+      }
+    };
+    const unsubscribe = this.bus.subscribe(runId, (event) => {
+      pending.push({ event, readsBefore: readsStarted });
+      flush();
     });
+    void catchUp();
     const timer = setInterval(() => {
-      if (!this.executors.has(runId)) void readNew();
+      if (!this.executors.has(runId)) void catchUp();
     }, options.pollMs ?? 100);
     timer.unref?.();
     return () => {
@@ -680,8 +722,22 @@ export class Runtime {
     }
   }
 
+  /** Claims in the background: if the claim fails the run stays claimable, and a worker's next poll takes it. */
+  private claimSoon(run: RunRecord): void {
+    this.tryClaim(run).catch(() => undefined);
+  }
+
   /** Takes the run's lease (fencing epoch + 1) and executes it in this process. */
-  private async tryClaim(run: RunRecord): Promise<void> {
+  private async tryClaim(candidate: RunRecord): Promise<void> {
+    let run = candidate;
+    const previous = this.executors.get(run.id);
+    if (previous) {
+      // A run resumed the moment its pause landed: the executor that paused it is still winding down.
+      await previous.done;
+      const fresh = await this.store.getRun(run.id);
+      if (!fresh) return;
+      run = fresh;
+    }
     if (this.executors.has(run.id) || this.closed) return;
     const agent = this.agentMap.get(run.agent);
     if (!agent) return;
@@ -691,11 +747,15 @@ export class Runtime {
     const journal: JournalInput[] = [];
     if (run.status === "queued") journal.push(statusEntry(now, "queued", "running"));
     else if (run.lease) journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status } });
+    // Taking over from a dead worker: it ran at most until its lease ran out; the time the run sat
+    // orphaned after that is not running time.
+    const since = run.runningSince;
+    const orphaned = run.lease !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, run.lease.until) - since), runningSince: now } : {};
     const result = await this.store.update({
       runId: run.id,
       expect: { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
       claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs },
-      set: run.status === "queued" || run.status === "running" ? { status: "running", runningSince: run.runningSince ?? now } : {},
+      set: { ...(run.status === "queued" || run.status === "running" ? { status: "running", runningSince: since ?? now } : {}), ...orphaned },
       journal,
     });
     if (!result.ok || this.executors.has(run.id)) return;

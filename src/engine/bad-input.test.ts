@@ -1,0 +1,193 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { toolLoopAgent } from "../agents/tool-loop-agent.js";
+import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import { TetherError } from "./errors.js";
+import { tool } from "./tool.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!TetherError.isInstance(error)) throw new Error(`expected a TetherError, got ${String(error)}`);
+  return error.code;
+}
+
+const search = tool({ name: "search", description: "Search", input: z.object({ query: z.string() }), execute: ({ query }) => ({ hits: [query] }) });
+const researcher = toolLoopAgent({
+  name: "researcher",
+  tools: [search],
+  model: "simulated:sim-1?seed=5&tps=Infinity",
+  vars: z.object({ turns: z.number(), topic: z.string() }).strict(),
+  initialVars: ({ prompt }) => ({ topic: prompt }),
+});
+
+/** A run paused after its first step by a one-step budget. */
+async function pausedRun() {
+  h = harness([researcher]);
+  const rt = h.runtime;
+  const run = await rt.start("researcher", "tides", { budgets: { maxSteps: 1 } });
+  const paused = await rt.waitFor(run.id, ["paused", "completed", "failed"]);
+  expect(paused).toMatchObject({ status: "paused", step: 1 });
+  await rt.settled(run.id);
+  return { rt, run: paused };
+}
+
+function rowCounts(runId: string): Record<string, number> {
+  const db = h!.store.database;
+  const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
+  return { messages: count("messages"), snapshots: count("snapshots"), effects: count("effects"), commands: count("commands") };
+}
+
+describe("unknown ids and refused transitions", () => {
+  it("answers run_not_found for a run that does not exist, on every read and command", async () => {
+    h = harness([researcher]);
+    const rt = h.runtime;
+    for (const call of [
+      rt.get("run_nope"),
+      rt.pause("run_nope"),
+      rt.resume("run_nope"),
+      rt.cancel("run_nope"),
+      rt.journal("run_nope"),
+      rt.state("run_nope"),
+      rt.fork("run_nope", { fromStep: 0 }),
+      rt.cancelPreview("run_nope"),
+    ]) {
+      expect(await codeOf(call)).toBe("run_not_found");
+    }
+  });
+
+  it("refuses to resume or pause a cancelled run with illegal_transition", async () => {
+    const { rt, run } = await pausedRun();
+    await rt.cancel(run.id);
+    await rt.waitFor(run.id, ["cancelled"]);
+    expect(await codeOf(rt.resume(run.id))).toBe("illegal_transition");
+    expect(await codeOf(rt.pause(run.id))).toBe("illegal_transition");
+    expect((await rt.cancel(run.id)).status).toBe("cancelled");
+    const outcomes = (await rt.commands(run.id)).map((c) => [c.type, c.outcome]);
+    expect(outcomes.slice(-3)).toEqual([
+      ["resume", "refused: illegal_transition"],
+      ["pause", "refused: illegal_transition"],
+      ["cancel", "already_holds"],
+    ]);
+  });
+
+  it("refuses an unknown agent with unknown_agent and invalid input with invalid_input", async () => {
+    h = harness([researcher]);
+    const rt = h.runtime;
+    expect(await codeOf(rt.start("nobody", "hi"))).toBe("unknown_agent");
+    expect(await codeOf(rt.start("researcher", 42))).toBe("invalid_input");
+    expect(await codeOf(rt.start("researcher", { prompt: "" }))).toBe("invalid_input");
+    expect(await codeOf(rt.start("researcher", { prompt: "hi", extra: true }))).toBe("invalid_input");
+    expect(await rt.list()).toEqual([]);
+  });
+
+  it("refuses a fork from a step the run has not reached with invalid_input", async () => {
+    const { rt, run } = await pausedRun();
+    expect(await codeOf(rt.fork(run.id, { fromStep: 2 }))).toBe("invalid_input");
+    expect(await codeOf(rt.fork(run.id, { fromStep: -1 }))).toBe("invalid_input");
+    expect(await codeOf(rt.fork(run.id, { fromStep: 0.5 }))).toBe("invalid_input");
+  });
+});
+
+describe("a corrupt snapshot", () => {
+  it("refuses resume with snapshot_corrupt, deletes nothing and leaves the status as it was", async () => {
+    const { rt, run } = await pausedRun();
+    const db = h!.store.database;
+    const row = db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx = 1").get(run.id) as { body: string };
+    const flipped = row.body.replace(/"assistant"/, '"assistbnt"');
+    expect(flipped).not.toBe(row.body);
+    db.prepare("UPDATE messages SET body = ? WHERE run_id = ? AND idx = 1").run(flipped, run.id);
+    const before = rowCounts(run.id);
+    const journalBefore = (await rt.journal(run.id)).length;
+
+    const error = await rt.resume(run.id, { budgets: { maxSteps: 50 } }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "snapshot_corrupt" });
+    expect((error as Error).message).toContain("nothing was deleted");
+    expect(await codeOf(rt.state(run.id))).toBe("snapshot_corrupt");
+
+    const after = await rt.get(run.id);
+    expect(after).toMatchObject({ status: "paused", statusReason: run.statusReason, step: 1, snapshotSeq: run.snapshotSeq });
+    expect(rowCounts(run.id)).toEqual({ ...before, commands: before.commands + 1 });
+    const journal = await rt.journal(run.id);
+    expect(journal.length).toBe(journalBefore + 1);
+    expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "resume", outcome: "refused: snapshot_corrupt" } });
+    expect((db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx = 1").get(run.id) as { body: string }).body).toBe(flipped);
+  });
+
+  it("refuses a snapshot whose vars were changed", async () => {
+    const { rt, run } = await pausedRun();
+    h!.store.database.prepare("UPDATE snapshots SET vars = ? WHERE run_id = ? AND vars IS NOT NULL").run('{"turns":9,"topic":"tides"}', run.id);
+    expect(await codeOf(rt.resume(run.id))).toBe("snapshot_corrupt");
+    expect((await rt.get(run.id)).status).toBe("paused");
+  });
+
+  it("still lets a corrupt run be cancelled: compensation does not need the agent's state", async () => {
+    const ledger = new Ledger();
+    const agent = sequenceAgent({
+      name: "publisher",
+      tools: [effectTool({ name: "publish", ledger, compensable: true }), effectTool({ name: "wait", ledger, durationMs: 5_000, abortable: true })],
+      steps: [
+        { tool: "publish", input: { id: "a" } },
+        { tool: "wait", input: { id: "b" } },
+      ],
+    });
+    h = harness([agent], { workerPollMs: 10 });
+    const rt = h.runtime;
+    rt.startWorker();
+    const run = await rt.start("publisher", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 1);
+    await rt.pause(run.id);
+    await rt.waitFor(run.id, ["paused"]);
+    h.store.database.prepare("UPDATE messages SET body = ? WHERE run_id = ? AND idx = 0").run('{"role":"tool"}', run.id);
+    await rt.cancel(run.id);
+    const done = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 5_000 });
+    expect(done.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);
+    expect(ledger.compensations).toHaveLength(1);
+    const recoveries = (await rt.journal(run.id, { limit: 10_000 })).filter((e) => e.type === "recovery");
+    expect(recoveries.length).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("state edits", () => {
+  it("refuses an invalid patch with invalid_state_patch and changes nothing", async () => {
+    const { rt, run } = await pausedRun();
+    const state = await rt.state(run.id);
+    for (const patch of [
+      "turns=3",
+      ["vars"],
+      { vars: { topic: "x" }, messages: [] },
+      { vars: "x" },
+      { vars: { topic: 42 } },
+      { vars: { unknown: true } },
+      { vars: { turns: null } },
+    ]) {
+      expect(await codeOf(rt.resume(run.id, { patch })), JSON.stringify(patch)).toBe("invalid_state_patch");
+      expect(await codeOf(rt.editPaused(run.id, { patch })), JSON.stringify(patch)).toBe("invalid_state_patch");
+    }
+    expect(await codeOf(rt.resume(run.id, { message: "  " }))).toBe("invalid_state_patch");
+    expect(await rt.state(run.id)).toEqual(state);
+    expect(await rt.get(run.id)).toMatchObject({ status: "paused", snapshotSeq: run.snapshotSeq, step: 1 });
+  });
+
+  it("applies a valid patch and a message, journaled with the actor", async () => {
+    const { rt, run } = await pausedRun();
+    const edited = await rt.editPaused(run.id, { patch: { vars: { topic: "neap tides" } }, message: "focus on the moon", actor: "erin" });
+    expect(edited.status).toBe("paused");
+    const state = await rt.state(run.id);
+    expect(state.vars).toEqual({ turns: 1, topic: "neap tides" });
+    expect(state.messages[state.messages.length - 1]).toEqual({ role: "user", content: "focus on the moon", author: "erin" });
+    const journal = await rt.journal(run.id);
+    expect(journal.filter((e) => e.type.startsWith("state.")).map((e) => [e.type, e.data.actor])).toEqual([
+      ["state.patched", "erin"],
+      ["state.message_added", "erin"],
+    ]);
+  });
+});

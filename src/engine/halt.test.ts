@@ -1,0 +1,99 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import { HaltedError } from "./errors.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+function agents(ledger: Ledger) {
+  const tools = [effectTool({ name: "publish", ledger, compensable: true }), effectTool({ name: "wait", ledger, durationMs: 400, abortable: true })];
+  const steps = [
+    { tool: "publish", input: { id: "a" } },
+    { tool: "wait", input: { id: "b" } },
+  ];
+  return [sequenceAgent({ name: "alpha", tools, steps }), sequenceAgent({ name: "beta", tools, steps })];
+}
+
+describe("halt, the kill switch", () => {
+  it("aborts every in-flight call, shows halted, runs no compensation, refuses new runs; unhalt leaves them paused", async () => {
+    const ledger = new Ledger();
+    h = harness(agents(ledger));
+    const rt = h.runtime;
+    const first = await rt.start("alpha", null);
+    const second = await rt.start("beta", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 2);
+    const result = await rt.halt({ actor: "root", reason: "incident 42" });
+    expect(result.scope).toBe("*");
+    expect(result.halted.sort()).toEqual([first.id, second.id].sort());
+
+    for (const id of [first.id, second.id]) {
+      await rt.settled(id);
+      const run = await rt.get(id);
+      expect(run).toMatchObject({ status: "halted", statusReason: "incident 42", lease: null, inflight: null, runningSince: null });
+      const journal = await rt.journal(id);
+      expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 2, data: { reason: "halted" } });
+      expect(journal.filter((e) => e.type.startsWith("compensation."))).toEqual([]);
+      expect(journal.find((e) => e.type === "control")?.data).toMatchObject({ command: "halt", actor: "root", outcome: "applied", scope: "*" });
+      expect((await rt.effects(id)).map((e) => e.state)).toEqual(["done"]);
+    }
+    expect(ledger.compensations).toEqual([]);
+    expect(await rt.halts()).toMatchObject([{ scope: "*", actor: "root", reason: "incident 42" }]);
+    await expect(rt.start("alpha", null)).rejects.toBeInstanceOf(HaltedError);
+    await expect(rt.start("alpha", null)).rejects.toMatchObject({ code: "halted" });
+    await expect(rt.fork(first.id, { fromStep: 1 })).rejects.toMatchObject({ code: "halted" });
+    await expect(rt.resume(first.id)).rejects.toMatchObject({ code: "illegal_transition", details: { currentStatus: "halted" } });
+
+    const lifted = await rt.unhalt({ actor: "root" });
+    expect(lifted.paused.sort()).toEqual([first.id, second.id].sort());
+    expect(await rt.halts()).toEqual([]);
+    for (const id of [first.id, second.id]) expect((await rt.get(id)).status).toBe("paused");
+    await rt.resume(first.id);
+    const done = await rt.waitFor(first.id, ["completed", "failed", "paused"]);
+    expect(done.status).toBe("completed");
+    expect(ledger.executionsOf("publish")).toBe(2);
+  });
+
+  it("halts one agent's runs only, and a halted run can still be cancelled, with compensation", async () => {
+    const ledger = new Ledger();
+    h = harness(agents(ledger));
+    const rt = h.runtime;
+    const alpha = await rt.start("alpha", null);
+    const beta = await rt.start("beta", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 2);
+    const result = await rt.halt({ agent: "alpha" });
+    expect(result).toEqual({ scope: "agent:alpha", halted: [alpha.id] });
+    await expect(rt.start("alpha", null)).rejects.toMatchObject({ code: "halted" });
+    expect((await rt.waitFor(beta.id, ["completed", "failed"])).status).toBe("completed");
+    await rt.settled(alpha.id);
+
+    await rt.cancel(alpha.id);
+    const cancelled = await rt.waitFor(alpha.id, ["cancelled"]);
+    expect(cancelled.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);
+    const statuses = (await rt.journal(alpha.id)).filter((e) => e.type === "status").map((e) => `${e.data.from}>${e.data.to}`);
+    expect(statuses).toEqual(["queued>running", "running>halted", "halted>cancelling", "cancelling>cancelled"]);
+  });
+
+  it("does not wait for a tool that ignores its signal, but keeps its late result, so it never runs twice", async () => {
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 1_000 });
+    const quick = effectTool({ name: "quick", ledger });
+    h = harness([sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await rt.halt();
+    await rt.settled(run.id);
+    expect(await rt.get(run.id)).toMatchObject({ status: "halted", lease: null, step: 0 });
+    expect((await rt.journal(run.id)).some((e) => e.type === "call.completed")).toBe(false);
+    await waitUntil(async () => (await rt.journal(run.id)).some((e) => e.type === "call.completed" && e.callSeq === 1), { what: "the late result" });
+    expect(await rt.get(run.id)).toMatchObject({ status: "halted", step: 1, inflight: null });
+    await rt.unhalt();
+    await rt.resume(run.id);
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(ledger.executionsOf("slow")).toBe(1);
+    expect(ledger.executionsOf("quick")).toBe(1);
+  });
+});

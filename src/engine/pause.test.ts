@@ -1,0 +1,300 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { toolLoopAgent } from "../agents/tool-loop-agent.js";
+import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import { TetherError } from "./errors.js";
+import type { RunEvent } from "./events.js";
+import { resource } from "./resource.js";
+import type { JournalEntry } from "./store.js";
+import { tool } from "./tool.js";
+
+const search = tool({
+  name: "search",
+  description: "Search the corpus",
+  input: z.object({ query: z.string() }),
+  execute: ({ query }) => ({ hits: [`result for ${query}`] }),
+});
+const researcher = toolLoopAgent({ name: "researcher", tools: [search] });
+const slowModel = "simulated:sim-1?seed=7&tps=200";
+const instantModel = "simulated:sim-1?seed=7&tps=Infinity";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+async function journalOf(id: string): Promise<JournalEntry[]> {
+  return h!.runtime.journal(id, { limit: 100_000 });
+}
+
+function indexOf(journal: JournalEntry[], predicate: (e: JournalEntry) => boolean, from = 0): number {
+  return journal.findIndex((e, i) => i >= from && predicate(e));
+}
+
+const isStatus = (to: string) => (e: JournalEntry) => e.type === "status" && e.data.to === to;
+
+describe("pause during a streaming model call", () => {
+  it("stops the stream at once, bills the streamed tokens, and resumes to the same result as an uninterrupted run", async () => {
+    h = harness([researcher]);
+    const rt = h.runtime;
+    const reference = await rt.start("researcher", "find the trend", { model: instantModel });
+    const referenceDone = await rt.waitFor(reference.id, ["completed"]);
+
+    const run = await rt.start("researcher", "find the trend", { model: slowModel });
+    const events: { event: RunEvent; status: string | undefined }[] = [];
+    let pausedSeen = false;
+    const unsubscribe = rt.subscribe(run.id, {}, (event) => {
+      if (event.kind === "journal" && event.entry.type === "status" && event.entry.data.to === "paused") pausedSeen = true;
+      events.push({ event, status: pausedSeen ? "paused" : undefined });
+    });
+    await waitUntil(() => events.some((e) => e.event.kind === "live"), { what: "the first model delta" });
+    await rt.pause(run.id, { actor: "alice", reason: "let me look" });
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    await rt.settled(run.id);
+    // The model streams a token every 5 ms: 100 ms of silence shows the stream really stopped.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(events.filter((e) => e.status === "paused" && e.event.kind === "live")).toEqual([]);
+
+    const journal = await journalOf(run.id);
+    const control = indexOf(journal, (e) => e.type === "control" && e.data.command === "pause");
+    expect(journal[control].data).toMatchObject({ actor: "alice", reason: "let me look", outcome: "requested", mode: "immediate" });
+    expect(indexOf(journal, (e) => e.type === "call.started", control)).toBe(-1);
+    const aborted = journal.find((e) => e.type === "call.aborted")!;
+    expect(aborted.data).toMatchObject({ kind: "model", reason: "pause" });
+    const abortedUsage = aborted.data.usage as { inputTokens: number; outputTokens: number };
+    expect(abortedUsage.outputTokens).toBeGreaterThan(0);
+    expect(paused.usage).toMatchObject({ inputTokens: abortedUsage.inputTokens, outputTokens: abortedUsage.outputTokens });
+    expect(paused.usage.costUsd).toBeGreaterThan(0);
+    expect(paused).toMatchObject({ status: "paused", statusReason: "let me look", inflight: null, lease: null, step: 0 });
+    expect((await rt.commands(run.id)).map((c) => [c.type, c.outcome])).toEqual([["pause", "applied"]]);
+
+    await rt.resume(run.id, { actor: "alice" });
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    unsubscribe();
+    expect(done.status).toBe("completed");
+    expect(done.output).toEqual(referenceDone.output);
+    expect((await rt.state(run.id)).messages).toEqual((await rt.state(reference.id)).messages);
+    expect(done.usage.outputTokens).toBe(referenceDone.usage.outputTokens + abortedUsage.outputTokens);
+    expect(done.usage.inputTokens).toBe(referenceDone.usage.inputTokens + abortedUsage.inputTokens);
+  });
+
+  it("with mode boundary lets the call finish and journals its result", async () => {
+    h = harness([researcher]);
+    const rt = h.runtime;
+    const run = await rt.start("researcher", "find the trend", { model: slowModel });
+    await waitUntil(async () => (await journalOf(run.id)).some((e) => e.type === "call.started"));
+    await rt.pause(run.id, { mode: "boundary" });
+    const pausing = await rt.waitFor(run.id, (r) => r.status !== "running");
+    if (pausing.status === "pausing") expect(pausing.waitingFor).toMatchObject({ kind: "model", callSeq: 1 });
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    const journal = await journalOf(run.id);
+    expect(journal.filter((e) => e.type === "call.aborted")).toEqual([]);
+    const completed = indexOf(journal, (e) => e.type === "call.completed" && e.callSeq === 1);
+    expect(completed).toBeGreaterThan(indexOf(journal, (e) => e.type === "control"));
+    expect(completed).toBeLessThan(indexOf(journal, isStatus("paused")));
+    expect(paused).toMatchObject({ step: 1, waitingFor: null });
+    await rt.resume(run.id);
+    expect((await rt.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
+  });
+});
+
+describe("pause during a tool call", () => {
+  it("waits for a non-abortable tool, journals its result, and never runs it again", async () => {
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 200 });
+    const quick = effectTool({ name: "quick", ledger });
+    const agent = sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    const pausing = await rt.pause(run.id);
+    expect(pausing.status).toBe("pausing");
+    const waiting = await rt.waitFor(run.id, (r) => r.status !== "pausing" || r.waitingFor !== null);
+    expect(waiting).toMatchObject({ status: "pausing", waitingFor: { kind: "tool", name: "slow", callSeq: 1 } });
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    expect(paused).toMatchObject({ step: 1, inflight: null, waitingFor: null });
+    const journal = await journalOf(run.id);
+    const completed = indexOf(journal, (e) => e.type === "call.completed" && e.callSeq === 1);
+    expect(completed).toBeGreaterThan(indexOf(journal, (e) => e.type === "control"));
+    expect(completed).toBeLessThan(indexOf(journal, isStatus("paused")));
+    expect(ledger.executionsOf("quick")).toBe(0);
+
+    await rt.resume(run.id);
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done).toMatchObject({ status: "completed", output: 2 });
+    expect(ledger.executionsOf("slow")).toBe(1);
+    expect(ledger.executionsOf("quick")).toBe(1);
+  });
+
+  it("aborts an abortable tool at once and issues it again on resume", async () => {
+    const ledger = new Ledger();
+    const fetcher = effectTool({ name: "fetch", ledger, durationMs: 300, abortable: true });
+    const agent = sequenceAgent({ name: "fetcher", tools: [fetcher], steps: [{ tool: "fetch", input: { id: "page" } }] });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("fetcher", null);
+    await waitUntil(() => ledger.executionsOf("fetch") === 1);
+    await rt.pause(run.id);
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    expect(paused).toMatchObject({ step: 0, inflight: null });
+    const journal = await journalOf(run.id);
+    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 1, data: { kind: "tool", name: "fetch", reason: "pause" } });
+    expect(journal.some((e) => e.type === "call.completed")).toBe(false);
+
+    await rt.resume(run.id);
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done.status).toBe("completed");
+    expect(ledger.executionsOf("fetch")).toBe(2);
+    const after = await journalOf(run.id);
+    expect(after.filter((e) => e.type === "call.started").map((e) => e.callSeq)).toEqual([1, 2]);
+    expect(after.find((e) => e.type === "call.completed")?.callSeq).toBe(2);
+  });
+});
+
+describe("resources and pause", () => {
+  it("releases releaseOnPause resources on pause and acquires them again on resume", async () => {
+    const ledger = new Ledger();
+    const calls: string[] = [];
+    let browsers = 0;
+    const browser = resource({
+      name: "browser",
+      releaseOnPause: true,
+      acquire: () => {
+        calls.push("acquire browser");
+        return { id: ++browsers };
+      },
+      record: (handle: { id: number }) => ({ id: handle.id }),
+      release: (handle) => {
+        calls.push(`release browser ${handle?.id}`);
+      },
+    });
+    const lock = resource({
+      name: "lock",
+      acquire: ({ previous }) => {
+        calls.push(previous ? "reattach lock" : "acquire lock");
+        return "lock";
+      },
+      record: () => ({ path: "/tmp/work.lock" }),
+      release: () => {
+        calls.push("release lock");
+      },
+    });
+    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
+    const agent = sequenceAgent({ name: "browsing", tools: [slow], resources: [lock, browser], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }] });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("browsing", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await rt.pause(run.id);
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    expect(calls).toEqual(["acquire lock", "acquire browser", "release browser 1"]);
+    expect(paused.resources.browser).toMatchObject({ releasedForPause: true });
+    expect(paused.resources.lock.releasedForPause).toBeUndefined();
+    let journal = await journalOf(run.id);
+    expect(journal.filter((e) => e.type.startsWith("resource.")).map((e) => [e.type, e.data.name, e.data.forPause ?? e.data.reacquired])).toEqual([
+      ["resource.acquired", "lock", false],
+      ["resource.acquired", "browser", false],
+      ["resource.released", "browser", true],
+    ]);
+
+    await rt.resume(run.id);
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done.status).toBe("completed");
+    expect(done.resources).toEqual({});
+    expect(calls).toEqual(["acquire lock", "acquire browser", "release browser 1", "reattach lock", "acquire browser", "release browser 2", "release lock"]);
+    journal = await journalOf(run.id);
+    const resumed = indexOf(journal, isStatus("running"), indexOf(journal, isStatus("paused")));
+    expect(journal.slice(resumed).filter((e) => e.type === "resource.acquired").map((e) => [e.data.name, e.data.reacquired])).toEqual([
+      ["lock", true],
+      ["browser", true],
+    ]);
+  });
+});
+
+describe("pause and resume as commands", () => {
+  it("pausing a paused run succeeds, changes nothing, and is journaled as already_holds", async () => {
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 100, abortable: true });
+    h = harness([sequenceAgent({ name: "steps", tools: [slow], steps: [{ tool: "slow", input: { id: "a" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    await rt.pause(run.id, { actor: "alice" });
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    const again = await rt.pause(run.id, { actor: "bob", reason: "twice" });
+    expect(again).toMatchObject({ status: "paused", statusReason: paused.statusReason, step: paused.step });
+    const journal = await journalOf(run.id);
+    expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "pause", actor: "bob", reason: "twice", outcome: "already_holds" } });
+    expect((await rt.commands(run.id)).map((c) => [c.actor, c.outcome])).toEqual([
+      ["alice", "applied"],
+      ["bob", "already_holds"],
+    ]);
+  });
+
+  it("refuses to resume a cancelled run with illegal_transition naming its status", async () => {
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 5_000, abortable: true });
+    h = harness([sequenceAgent({ name: "steps", tools: [slow], steps: [{ tool: "slow", input: { id: "a" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await rt.cancel(run.id);
+    await rt.waitFor(run.id, ["cancelled"]);
+    const error = await rt.resume(run.id).catch((e: unknown) => e);
+    expect(TetherError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ name: "IllegalTransitionError", code: "illegal_transition", details: { currentStatus: "cancelled", command: "resume" } });
+    expect((error as Error).message).toContain("cancelled");
+    const journal = await journalOf(run.id);
+    expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "resume", outcome: "refused: illegal_transition" } });
+  });
+});
+
+describe("pause racing the executor", () => {
+  it("continues a run resumed the moment its pause lands, while its executor is still winding down", async () => {
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 50 });
+    h = harness([sequenceAgent({ name: "steps", tools: [slow], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    let resumed: Promise<unknown> | undefined;
+    const unsubscribe = rt.bus.subscribe(run.id, (event) => {
+      if (event.kind === "journal" && event.entry.type === "status" && event.entry.data.to === "paused") resumed ??= rt.resume(run.id);
+    });
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await rt.pause(run.id);
+    await waitUntil(() => resumed);
+    await resumed;
+    unsubscribe();
+    const done = await rt.waitFor(run.id, ["completed", "failed"], { timeoutMs: 5_000 });
+    expect(done).toMatchObject({ status: "completed", output: 2 });
+    expect(ledger.executionsOf("slow")).toBe(2);
+  });
+
+  it("aborts an abortable tool that keeps writing progress when another process pauses the run", async () => {
+    const progressing = tool({
+      name: "crawl",
+      description: "Crawls for a while, reporting progress",
+      input: z.object({}),
+      abortable: true,
+      async execute(_input, ctx) {
+        for (let i = 0; i < 1_000; i++) {
+          if (ctx.signal.aborted) throw ctx.signal.reason;
+          ctx.progress({ progress: i, total: 1_000 });
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        return "crawled";
+      },
+    });
+    h = harness([sequenceAgent({ name: "crawler", tools: [progressing], steps: [{ tool: "crawl", input: {} }] })]);
+    const rt = h.runtime;
+    const other = h.open({ worker: false });
+    const run = await rt.start("crawler", null);
+    await waitUntil(async () => (await journalOf(run.id)).some((e) => e.type === "call.progress"));
+    await other.pause(run.id, { actor: "bob" });
+    const paused = await rt.waitFor(run.id, ["paused"], { timeoutMs: 1_000 });
+    expect(paused.step).toBe(0);
+    const journal = await journalOf(run.id);
+    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ data: { name: "crawl", reason: "pause" } });
+  });
+});

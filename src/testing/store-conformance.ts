@@ -1,0 +1,442 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { TetherError } from "../engine/errors.js";
+import type { JsonObject } from "../engine/json.js";
+import { restoreState, SnapshotWriter } from "../engine/snapshot.js";
+import type { AgentState } from "../engine/state.js";
+import type { CommandRecord, EffectWrite, JournalInput, NewRun, RunRecord, Store } from "../engine/store.js";
+
+export interface StoreUnderTest {
+  store: Store;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * The store contract (`src/engine/store.ts`) as vitest cases. Every store runs it:
+ *
+ *     storeConformance("sqlite", async () => { const store = ...; return { store, cleanup } });
+ *
+ * `factory` is called once per case and must return an empty store.
+ */
+export function storeConformance(name: string, factory: () => Promise<StoreUnderTest>): void {
+  describe(`store conformance: ${name}`, () => {
+    let subject: StoreUnderTest;
+    let store: Store;
+    let counter = 0;
+
+    beforeEach(async () => {
+      counter = 0;
+      subject = await factory();
+      store = subject.store;
+    });
+    afterEach(async () => {
+      await subject.cleanup();
+    });
+
+    const baseTime = 1_700_000_000_000;
+
+    function newRun(overrides: Partial<NewRun> = {}): NewRun {
+      counter += 1;
+      return {
+        id: `run_${String(counter).padStart(4, "0")}`,
+        agent: "agent-a",
+        agentVersion: "1",
+        owner: "alice",
+        status: "queued",
+        input: { prompt: "go" },
+        model: null,
+        budgets: { maxSteps: 10 },
+        forkedFrom: null,
+        step: 0,
+        createdAt: baseTime + counter,
+        ...overrides,
+      };
+    }
+
+    function state(messages: number, vars: JsonObject = { n: 0 }): AgentState {
+      return { messages: Array.from({ length: messages }, (_, i) => ({ role: "user" as const, content: `message ${i}` })), vars };
+    }
+
+    async function create(overrides: Partial<NewRun> = {}, initial: AgentState = state(1)): Promise<{ run: RunRecord; writer: SnapshotWriter }> {
+      const run = newRun(overrides);
+      const { writer, write } = SnapshotWriter.forNewRun(initial, run.createdAt, run.step);
+      const record = await store.createRun(run, write, [{ type: "run.created", at: run.createdAt, data: { agent: run.agent } }]);
+      writer.commit();
+      return { run: record, writer };
+    }
+
+    function entry(type: JournalInput["type"], at: number, data: JsonObject = {}, callSeq?: number): JournalInput {
+      return { type, at, data, ...(callSeq === undefined ? {} : { callSeq }) };
+    }
+
+    function command(runId: string | null, overrides: Partial<CommandRecord> = {}): CommandRecord {
+      counter += 1;
+      return {
+        id: `cmd_${String(counter).padStart(4, "0")}`,
+        runId,
+        type: "pause",
+        actor: "alice",
+        reason: "lunch",
+        payload: { mode: "immediate" },
+        createdAt: baseTime + counter,
+        appliedAt: null,
+        outcome: null,
+        ...overrides,
+      };
+    }
+
+    function effect(callSeq: number, overrides: Partial<EffectWrite> = {}): EffectWrite {
+      return { callSeq, tool: "publish", input: { id: `d${callSeq}` }, result: { url: `u${callSeq}` }, state: "done", attempts: 0, error: null, updatedAt: baseTime + callSeq, ...overrides };
+    }
+
+    async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+      const error = await promise.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(TetherError.isInstance(error), `expected a TetherError with code ${code}, got ${String(error)}`).toBe(true);
+      expect((error as TetherError).code).toBe(code);
+    }
+
+    describe("runs", () => {
+      it("creates a run that reads back as created, with its first journal entry and snapshot", async () => {
+        const { run } = await create();
+        expect(run).toMatchObject({ status: "queued", agent: "agent-a", owner: "alice", step: 0, epoch: 0, version: 1, journalSeq: 1, snapshotSeq: 1, lease: null, inflight: null });
+        expect(await store.getRun(run.id)).toEqual(run);
+        const journal = await store.readJournal(run.id);
+        expect(journal).toEqual([{ runId: run.id, seq: 1, type: "run.created", at: run.createdAt, data: { agent: "agent-a" } }]);
+      });
+
+      it("returns undefined for an unknown run id", async () => {
+        expect(await store.getRun("run_missing")).toBeUndefined();
+      });
+
+      it("hands out copies: changing a returned record changes nothing stored", async () => {
+        const { run } = await create();
+        const read = (await store.getRun(run.id))!;
+        read.status = "failed";
+        read.usage.inputTokens = 99;
+        expect(await store.getRun(run.id)).toEqual(run);
+      });
+
+      it("lists runs newest first, filtered by status, agent, updatedAfter and limit", async () => {
+        const a = (await create({ agent: "agent-a" })).run;
+        const b = (await create({ agent: "agent-b" })).run;
+        const c = (await create({ agent: "agent-a" })).run;
+        await store.update({ runId: b.id, set: { status: "running" }, journal: [entry("status", baseTime + 1000, { from: "queued", to: "running" })] });
+        expect((await store.listRuns()).map((r) => r.id)).toEqual([c.id, b.id, a.id]);
+        expect((await store.listRuns({ status: ["running"] })).map((r) => r.id)).toEqual([b.id]);
+        expect((await store.listRuns({ status: ["queued", "running"] })).map((r) => r.id)).toEqual([c.id, b.id, a.id]);
+        expect((await store.listRuns({ agent: "agent-a" })).map((r) => r.id)).toEqual([c.id, a.id]);
+        expect((await store.listRuns({ agent: "agent-a", status: ["running"] })).map((r) => r.id)).toEqual([]);
+        expect((await store.listRuns({ limit: 2 })).map((r) => r.id)).toEqual([c.id, b.id]);
+        expect((await store.listRuns({ updatedAfter: baseTime + 999 })).map((r) => r.id)).toEqual([b.id]);
+      });
+    });
+
+    describe("update", () => {
+      it("applies set, journal and version together and moves updatedAt to the newest entry", async () => {
+        const { run } = await create();
+        const result = await store.update({
+          runId: run.id,
+          set: { status: "running", statusReason: "claimed", runningSince: baseTime + 50 },
+          journal: [entry("status", baseTime + 50, { from: "queued", to: "running" }), entry("call.started", baseTime + 60, { name: "m" }, 1)],
+        });
+        expect(result.ok).toBe(true);
+        if (!result.ok) return;
+        expect(result.run).toMatchObject({ status: "running", statusReason: "claimed", runningSince: baseTime + 50, version: 2, journalSeq: 3, updatedAt: baseTime + 60 });
+        expect(result.journal.map((e) => [e.seq, e.type, e.callSeq])).toEqual([
+          [2, "status", undefined],
+          [3, "call.started", 1],
+        ]);
+        expect(await store.getRun(run.id)).toEqual(result.run);
+      });
+
+      it("refuses an update on an unknown run with run_not_found", async () => {
+        await expectCode(store.update({ runId: "run_missing", set: { status: "running" } }), "run_not_found");
+      });
+
+      it("claims: the epoch goes up by one and the lease names the worker", async () => {
+        const { run } = await create();
+        const first = await store.update({ runId: run.id, claim: { workerId: "w1", until: baseTime + 5000 } });
+        expect(first.ok && first.run.epoch).toBe(1);
+        expect(first.run.lease).toEqual({ workerId: "w1", epoch: 1, until: baseTime + 5000 });
+        const second = await store.update({ runId: run.id, claim: { workerId: "w2", until: baseTime + 9000 } });
+        expect(second.run.epoch).toBe(2);
+        expect(second.run.lease).toEqual({ workerId: "w2", epoch: 2, until: baseTime + 9000 });
+      });
+
+      describe("writes nothing when an expectation fails", () => {
+        async function expectUntouched(runId: string, before: RunRecord, journalBefore: number): Promise<void> {
+          expect(await store.getRun(runId)).toEqual(before);
+          expect(await store.readJournal(runId)).toHaveLength(journalBefore);
+          expect((await store.loadState(runId)).head.seq).toBe(before.snapshotSeq);
+          expect(await store.listEffects(runId)).toEqual([]);
+          expect(await store.listCommands(runId)).toEqual([]);
+        }
+
+        async function failingUpdate(runId: string, expectation: NonNullable<Parameters<Store["update"]>[0]["expect"]>, writer: SnapshotWriter) {
+          return store.update({
+            runId,
+            expect: expectation,
+            set: { status: "paused", step: 1 },
+            journal: [entry("status", baseTime + 100, { from: "running", to: "paused" })],
+            snapshot: writer.prepare(state(3, { n: 1 }), 1, baseTime + 100),
+            effects: [effect(1)],
+            insertCommand: command(runId),
+          });
+        }
+
+        it("on status", async () => {
+          const { run, writer } = await create();
+          const result = await failingUpdate(run.id, { status: ["running", "pausing"] }, writer);
+          expect(result.ok).toBe(false);
+          expect(result.run).toEqual(run);
+          await expectUntouched(run.id, run, 1);
+        });
+
+        it("on epoch", async () => {
+          const { run, writer } = await create();
+          const claimed = (await store.update({ runId: run.id, claim: { workerId: "w1", until: baseTime + 10 } })).run;
+          const result = await failingUpdate(run.id, { epoch: 0 }, writer);
+          expect(result.ok).toBe(false);
+          await expectUntouched(run.id, claimed, 1);
+        });
+
+        it("on version", async () => {
+          const { run, writer } = await create();
+          const moved = (await store.update({ runId: run.id, set: { statusReason: "x" } })).run;
+          const result = await failingUpdate(run.id, { version: run.version }, writer);
+          expect(result.ok).toBe(false);
+          expect(result.run.version).toBe(moved.version);
+          await expectUntouched(run.id, moved, 1);
+        });
+
+        it("on leaseFree while another worker holds a live lease", async () => {
+          const { run, writer } = await create();
+          const held = (await store.update({ runId: run.id, claim: { workerId: "w1", until: baseTime + 5000 } })).run;
+          const result = await failingUpdate(run.id, { leaseFree: { now: baseTime + 4999, workerId: "w2" } }, writer);
+          expect(result.ok).toBe(false);
+          await expectUntouched(run.id, held, 1);
+        });
+      });
+
+      it("passes leaseFree for the lease holder itself, after the lease expired, and with no lease", async () => {
+        const { run } = await create();
+        expect((await store.update({ runId: run.id, expect: { leaseFree: { now: baseTime, workerId: "w2" } }, set: {} })).ok).toBe(true);
+        await store.update({ runId: run.id, claim: { workerId: "w1", until: baseTime + 5000 } });
+        expect((await store.update({ runId: run.id, expect: { leaseFree: { now: baseTime + 100, workerId: "w1" } }, set: {} })).ok).toBe(true);
+        expect((await store.update({ runId: run.id, expect: { leaseFree: { now: baseTime + 5001, workerId: "w2" } }, set: {} })).ok).toBe(true);
+      });
+
+      it("is atomic: when one part cannot be written, no part is", async () => {
+        const { run, writer } = await create();
+        const duplicate = command(run.id);
+        await store.insertCommand(duplicate);
+        const before = (await store.getRun(run.id))!;
+        await expect(
+          store.update({
+            runId: run.id,
+            set: { status: "running" },
+            journal: [entry("status", baseTime + 100, { from: "queued", to: "running" })],
+            snapshot: writer.prepare(state(2), 1, baseTime + 100),
+            effects: [effect(1)],
+            insertCommand: duplicate,
+          }),
+        ).rejects.toThrow();
+        expect(await store.getRun(run.id)).toEqual(before);
+        expect(await store.readJournal(run.id)).toHaveLength(1);
+        expect((await store.loadState(run.id)).messages).toHaveLength(1);
+        expect(await store.listEffects(run.id)).toEqual([]);
+      });
+    });
+
+    describe("journal", () => {
+      it("numbers entries 1, 2, 3 … per run in write order, across updates", async () => {
+        const { run } = await create();
+        const other = (await create()).run;
+        await store.update({ runId: run.id, journal: [entry("status", baseTime + 1), entry("call.started", baseTime + 2, {}, 1)] });
+        await store.update({ runId: other.id, journal: [entry("status", baseTime + 3)] });
+        await store.update({ runId: run.id, journal: [entry("call.completed", baseTime + 4, { ok: true }, 1)] });
+        const journal = await store.readJournal(run.id);
+        expect(journal.map((e) => [e.seq, e.type])).toEqual([
+          [1, "run.created"],
+          [2, "status"],
+          [3, "call.started"],
+          [4, "call.completed"],
+        ]);
+        expect(journal[3]).toEqual({ runId: run.id, seq: 4, type: "call.completed", at: baseTime + 4, callSeq: 1, data: { ok: true } });
+        expect((await store.readJournal(other.id)).map((e) => e.seq)).toEqual([1, 2]);
+        expect((await store.getRun(run.id))!.journalSeq).toBe(4);
+      });
+
+      it("pages with afterSeq and limit", async () => {
+        const { run } = await create();
+        await store.update({ runId: run.id, journal: Array.from({ length: 9 }, (_, i) => entry("call.progress", baseTime + i, { i })) });
+        expect((await store.readJournal(run.id, { limit: 3 })).map((e) => e.seq)).toEqual([1, 2, 3]);
+        expect((await store.readJournal(run.id, { afterSeq: 3, limit: 3 })).map((e) => e.seq)).toEqual([4, 5, 6]);
+        expect((await store.readJournal(run.id, { afterSeq: 8 })).map((e) => e.seq)).toEqual([9, 10]);
+        expect(await store.readJournal(run.id, { afterSeq: 10 })).toEqual([]);
+        expect(await store.readJournal("run_missing")).toEqual([]);
+      });
+    });
+
+    describe("snapshots", () => {
+      it("appends messages, and loadState returns the latest snapshot that verifies", async () => {
+        const { run, writer } = await create({}, state(1, { n: 0 }));
+        const s1 = state(3, { n: 1 });
+        await store.update({ runId: run.id, set: { step: 1 }, snapshot: writer.prepare(s1, 1, baseTime + 10) });
+        writer.commit();
+        const stored = await store.loadState(run.id);
+        expect(stored.head).toMatchObject({ seq: 2, step: 1, messageCount: 3, varsSeq: 2, at: baseTime + 10 });
+        expect(stored.messages).toEqual(s1.messages.map((m) => JSON.stringify(m)));
+        expect(restoreState(run.id, stored).state).toEqual(s1);
+        const record = (await store.getRun(run.id))!;
+        expect(record.snapshotSeq).toBe(2);
+        expect(record.snapshotAt).toBe(baseTime + 10);
+      });
+
+      it("loads the newest snapshot at or before a step", async () => {
+        const { run, writer } = await create({}, state(1, { n: 0 }));
+        const states = [state(1, { n: 0 })];
+        for (let step = 1; step <= 4; step++) {
+          const s = state(1 + step, { n: step });
+          states.push(s);
+          await store.update({ runId: run.id, set: { step }, snapshot: writer.prepare(s, step, baseTime + step) });
+          writer.commit();
+        }
+        for (let step = 0; step <= 4; step++) {
+          const stored = await store.loadState(run.id, { atStep: step });
+          expect(stored.head.step).toBe(step);
+          expect(restoreState(run.id, stored).state).toEqual(states[step]);
+        }
+        expect((await store.loadState(run.id, { atStep: 99 })).head.step).toBe(4);
+      });
+
+      it("keeps a fork's first snapshot at the step it was taken from", async () => {
+        const { run } = await create({ step: 7, forkedFrom: { runId: "run_source", step: 7 } }, state(2, { n: 7 }));
+        expect(run.step).toBe(7);
+        expect(run.forkedFrom).toEqual({ runId: "run_source", step: 7 });
+        expect((await store.loadState(run.id)).head.step).toBe(7);
+      });
+
+      it("stores vars only when they changed; later snapshots point at the vars they use (varsSeq)", async () => {
+        const { run, writer } = await create({}, state(1, { n: 0 }));
+        const unchangedVars = writer.prepare(state(2, { n: 0 }), 1, baseTime + 1);
+        expect(unchangedVars.varsJson).toBeUndefined();
+        await store.update({ runId: run.id, set: { step: 1 }, snapshot: unchangedVars });
+        writer.commit();
+        let stored = await store.loadState(run.id);
+        expect(stored.head).toMatchObject({ seq: 2, varsSeq: 1 });
+        expect(restoreState(run.id, stored).state.vars).toEqual({ n: 0 });
+
+        const changed = writer.prepare(state(3, { n: 5 }), 2, baseTime + 2);
+        await store.update({ runId: run.id, set: { step: 2 }, snapshot: changed });
+        writer.commit();
+        await store.update({ runId: run.id, set: { step: 3 }, snapshot: writer.prepare(state(4, { n: 5 }), 3, baseTime + 3) });
+        writer.commit();
+        stored = await store.loadState(run.id);
+        expect(stored.head).toMatchObject({ seq: 4, varsSeq: 3 });
+        expect(restoreState(run.id, stored).state).toEqual(state(4, { n: 5 }));
+        expect(restoreState(run.id, await store.loadState(run.id, { atStep: 1 })).state.vars).toEqual({ n: 0 });
+      });
+
+      it("reads single messages by index", async () => {
+        const { run } = await create({}, state(3));
+        const found = await store.readMessages(run.id, [0, 2, 5]);
+        expect([...found.keys()].sort()).toEqual([0, 2]);
+        expect(JSON.parse(found.get(2)!)).toEqual({ role: "user", content: "message 2" });
+      });
+
+      it("refuses loadState of an unknown run with run_not_found", async () => {
+        await expectCode(store.loadState("run_missing"), "run_not_found");
+      });
+    });
+
+    describe("effects", () => {
+      it("inserts effects and upserts their state, attempts and error by call sequence", async () => {
+        const { run } = await create();
+        await store.update({ runId: run.id, effects: [effect(3), effect(1)] });
+        await store.update({ runId: run.id, effects: [effect(3, { state: "compensating", attempts: 1, updatedAt: baseTime + 50 })] });
+        await store.update({ runId: run.id, effects: [effect(3, { state: "failed", attempts: 2, error: "gone", updatedAt: baseTime + 60 })] });
+        const effects = await store.listEffects(run.id);
+        expect(effects).toEqual([
+          { runId: run.id, ...effect(1) },
+          { runId: run.id, ...effect(3, { state: "failed", attempts: 2, error: "gone", updatedAt: baseTime + 60 }) },
+        ]);
+        expect(await store.listEffects((await create()).run.id)).toEqual([]);
+      });
+    });
+
+    describe("commands", () => {
+      it("inserts commands directly and with an update, marks them applied, lists them in order", async () => {
+        const { run } = await create();
+        const first = command(run.id, { type: "pause" });
+        const second = command(run.id, { type: "cancel", reason: null, payload: {} });
+        await store.insertCommand(first);
+        await store.update({ runId: run.id, insertCommand: second, journal: [entry("control", baseTime + 5, { commandId: second.id })] });
+        await store.update({ runId: run.id, appliedCommands: [{ id: first.id, appliedAt: baseTime + 70, outcome: "applied" }] });
+        expect(await store.listCommands(run.id)).toEqual([{ ...first, appliedAt: baseTime + 70, outcome: "applied" }, second]);
+      });
+
+      it("keeps commands without a run (halt) out of every run's list", async () => {
+        const { run } = await create();
+        await store.insertCommand(command(null, { type: "halt", payload: { scope: "*" } }));
+        expect(await store.listCommands(run.id)).toEqual([]);
+      });
+    });
+
+    describe("halts", () => {
+      it("sets, replaces, lists and clears halts by scope", async () => {
+        expect(await store.listHalts()).toEqual([]);
+        await store.setHalt({ scope: "*", actor: "root", reason: "incident", at: baseTime + 1 });
+        await store.setHalt({ scope: "agent:agent-a", actor: "root", reason: null, at: baseTime + 2 });
+        await store.setHalt({ scope: "*", actor: "ops", reason: "still", at: baseTime + 3 });
+        const halts = await store.listHalts();
+        expect(halts).toHaveLength(2);
+        expect(halts).toContainEqual({ scope: "*", actor: "ops", reason: "still", at: baseTime + 3 });
+        expect(halts).toContainEqual({ scope: "agent:agent-a", actor: "root", reason: null, at: baseTime + 2 });
+        expect(await store.clearHalt("*")).toBe(true);
+        expect(await store.clearHalt("*")).toBe(false);
+        expect(await store.listHalts()).toEqual([{ scope: "agent:agent-a", actor: "root", reason: null, at: baseTime + 2 }]);
+      });
+    });
+
+    describe("findClaimable", () => {
+      it("finds queued runs and active runs without a live lease, never live-leased, paused or finished ones", async () => {
+        const now = baseTime + 10_000;
+        const queued = (await create()).run;
+        const running = async (status: RunRecord["status"], leaseUntil: number | null) => {
+          const { run } = await create();
+          if (leaseUntil !== null) await store.update({ runId: run.id, claim: { workerId: "w1", until: leaseUntil } });
+          await store.update({ runId: run.id, set: { status } });
+          return run.id;
+        };
+        const expired = await running("running", now - 1);
+        const live = await running("running", now + 1000);
+        const leaseAtNow = await running("running", now);
+        const pausingExpired = await running("pausing", now - 1);
+        const cancellingNoLease = await running("cancelling", null);
+        const cancellingLive = await running("cancelling", now + 1000);
+        const paused = await running("paused", null);
+        const halted = await running("halted", null);
+        const completed = await running("completed", null);
+        const ids = (await store.findClaimable(now, 100)).map((r) => r.id);
+        expect(ids.sort()).toEqual([queued.id, expired, pausingExpired, cancellingNoLease].sort());
+        for (const id of [live, leaseAtNow, cancellingLive, paused, halted, completed]) expect(ids).not.toContain(id);
+        expect(await store.findClaimable(now, 2)).toHaveLength(2);
+      });
+    });
+
+    describe("tokens", () => {
+      it("saves tokens, finds them by hash and lists them", async () => {
+        const viewer = { id: "tok_1", name: "ci", role: "viewer" as const, hash: "h1", createdAt: baseTime + 1, revokedAt: null };
+        const admin = { id: "tok_2", name: "ops", role: "admin" as const, hash: "h2", createdAt: baseTime + 2, revokedAt: baseTime + 9 };
+        await store.saveToken(viewer);
+        await store.saveToken(admin);
+        expect(await store.findTokenByHash("h2")).toEqual(admin);
+        expect(await store.findTokenByHash("nope")).toBeUndefined();
+        expect(await store.listTokens()).toEqual([viewer, admin]);
+      });
+    });
+  });
+}
