@@ -56,10 +56,12 @@ export class RunExecutor {
     private readonly ctx: EngineContext,
     private readonly agent: AgentDefinition,
     claimed: RunRecord,
+    /** Handles this process still holds for the run from an earlier executor (a resource kept over a pause). */
+    resources?: ResourceHolder,
   ) {
     this.run = claimed;
     this.lastRenewal = ctx.clock.now();
-    this.resources = new ResourceHolder(claimed.id, agent.resources ?? [], ctx.clock);
+    this.resources = resources ?? new ResourceHolder(claimed.id, agent.resources ?? [], ctx.clock);
     this.tools = new Map((agent.tools ?? []).map((t) => [t.name, t]));
   }
 

@@ -203,13 +203,39 @@ describe("resources and pause", () => {
     const done = await rt.waitFor(run.id, ["completed", "failed"]);
     expect(done.status).toBe("completed");
     expect(done.resources).toEqual({});
-    expect(calls).toEqual(["acquire lock", "acquire browser", "release browser 1", "reattach lock", "acquire browser", "release browser 2", "release lock"]);
+    // The lock was kept over the pause and this process still holds it: it is not acquired twice.
+    expect(calls).toEqual(["acquire lock", "acquire browser", "release browser 1", "acquire browser", "release browser 2", "release lock"]);
     journal = await journalOf(run.id);
     const resumed = indexOf(journal, isStatus("running"), indexOf(journal, isStatus("paused")));
-    expect(journal.slice(resumed).filter((e) => e.type === "resource.acquired").map((e) => [e.data.name, e.data.reacquired])).toEqual([
-      ["lock", true],
-      ["browser", true],
-    ]);
+    expect(journal.slice(resumed).filter((e) => e.type === "resource.acquired").map((e) => [e.data.name, e.data.reacquired])).toEqual([["browser", true]]);
+  });
+
+  it("re-attaches a resource kept over a pause when another process resumes the run", async () => {
+    const calls: string[] = [];
+    const lock = resource({
+      name: "lock",
+      acquire: ({ previous }) => {
+        calls.push(previous ? `reattach ${JSON.stringify(previous)}` : "acquire");
+        return "lock";
+      },
+      record: () => ({ path: "/tmp/work.lock" }),
+      release: (handle, record) => {
+        calls.push(`release ${handle ?? "no handle"} ${JSON.stringify(record)}`);
+      },
+    });
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
+    const agent = sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }] });
+    h = harness([agent]);
+    const run = await h.runtime.start("locking", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await h.runtime.pause(run.id);
+    await h.runtime.waitFor(run.id, ["paused"]);
+    await h.runtime.close();
+    const other = h.open();
+    await other.resume(run.id);
+    expect((await other.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
+    expect(calls).toEqual(["acquire", 'reattach {"path":"/tmp/work.lock"}', 'release lock {"path":"/tmp/work.lock"}']);
   });
 });
 

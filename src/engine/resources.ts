@@ -26,6 +26,11 @@ export class ResourceHolder {
     return this.handles.get(name);
   }
 
+  /** Whether any live handle is held in this process. */
+  get holdsAny(): boolean {
+    return this.handles.size > 0;
+  }
+
   peek(name: string): unknown {
     return this.handles.get(name);
   }

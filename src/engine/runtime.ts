@@ -15,6 +15,7 @@ import {
 } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { RunExecutor, statusEntry } from "./executor.js";
+import type { ResourceHolder } from "./resources.js";
 import { randomIds, type IdGenerator } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { settlePendingCommands } from "./pending-commands.js";
@@ -94,6 +95,7 @@ export class Runtime {
   private readonly ctx: EngineContext;
   private readonly agentMap: Map<string, AgentDefinition>;
   private readonly executors = new Map<string, { executor: RunExecutor; done: Promise<void> }>();
+  private readonly resourceHolders = new Map<string, ResourceHolder>();
   private readonly isWorker: boolean;
   private readonly workerPollMs: number;
   private workerTimer: NodeJS.Timeout | undefined;
@@ -760,9 +762,12 @@ export class Runtime {
     });
     if (!result.ok || this.executors.has(run.id)) return;
     this.bus.publishJournal(result.journal);
-    const executor = new RunExecutor(this.ctx, agent, result.run);
+    const executor = new RunExecutor(this.ctx, agent, result.run, this.resourceHolders.get(run.id));
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);
+      // A resource kept over a pause stays live in this process; the next executor of the run reuses it.
+      if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
+      else this.resourceHolders.delete(run.id);
     });
     this.executors.set(run.id, { executor, done });
   }
