@@ -9,7 +9,7 @@ import { agentRoutes } from "./routes/agent-routes.js";
 import { controlRoutes } from "./routes/control-routes.js";
 import { eventRoutes } from "./routes/event-routes.js";
 import { haltRoutes } from "./routes/halt-routes.js";
-import { healthRoutes } from "./routes/health-routes.js";
+import { healthRoutes, whoamiRoutes } from "./routes/health-routes.js";
 import { runRoutes } from "./routes/run-routes.js";
 import type { AppEnv, ServerContext } from "./server-context.js";
 
@@ -49,6 +49,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   const api = new Hono<AppEnv>();
   api.use("*", bodyLimit({ maxSize: maxBodyBytes, onError: (c) => errorResponse(c, new PayloadTooLargeError(maxBodyBytes)) }));
   healthRoutes(api, ctx);
+  whoamiRoutes(api, ctx);
   agentRoutes(api, ctx);
   runRoutes(api, ctx);
   controlRoutes(api, ctx);

@@ -48,6 +48,17 @@ describe("HTTP API: routes", () => {
     expect(health.body).toEqual({ ok: true, store: "sqlite", version: "test" });
   });
 
+  it("GET /whoami names the token and its role, and needs a token", async () => {
+    for (const role of ["viewer", "operator", "admin"] as const) {
+      const me = await env.call("GET", "/whoami", { token: env.tokens[role] });
+      expect(me.status).toBe(200);
+      expect(me.body).toEqual({ name: `${role}-token`, role });
+    }
+    const anonymous = await env.call("GET", "/whoami");
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body.error.code).toBe("unauthorized");
+  });
+
   it("GET /agents lists agents with their tools and resources", async () => {
     const agents = await env.call("GET", "/agents", { token: env.tokens.viewer });
     expect(agents.status).toBe(200);

@@ -13,3 +13,11 @@ export function healthRoutes(api: Api, ctx: ServerContext): void {
     return c.json(body, ok ? 200 : 503);
   });
 }
+
+/** Who the caller is, so a client (the dashboard) can show the name and enable only what the role allows. */
+export function whoamiRoutes(api: Api, ctx: ServerContext): void {
+  api.get("/whoami", ctx.guard("viewer"), function whoami(c) {
+    const identity = c.get("identity");
+    return c.json({ name: identity.actor, role: identity.role });
+  });
+}

@@ -1,0 +1,3 @@
+export function Kbd(props: { children: string }) {
+  return <kbd class="kbd">{props.children}</kbd>;
+}
