@@ -44,6 +44,10 @@ export class RunExecutor {
   private readonly tools: Map<string, AnyTool>;
   private callAbort: AbortController | null = null;
   private inFlight: CallInFlight | null = null;
+  /** A call whose `started` was journaled with the previous outcome; the loop performs it next. */
+  private chained: { action: Action & { type: "model" | "tool" }; inflight: InflightCall } | null = null;
+  /** The run's resources are held: from then on the loop may start calls (and chain them). */
+  private resourcesReady = false;
   /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
   private readonly stopAll = new AbortController();
   private watchTimer: NodeJS.Timeout | undefined;
@@ -208,8 +212,14 @@ export class RunExecutor {
   /** Runs steps while the run is running; without a readable state only a cancel or a pause can finish. */
   private async loop(hasState: boolean): Promise<void> {
     if (hasState) await this.recover();
-    let resourcesReady = false;
     for (;;) {
+      const chained = this.chained;
+      if (chained) {
+        // Its `started` is journaled: performed exactly as the gate performs a call it let through.
+        this.chained = null;
+        await this.perform(chained.action, chained.inflight);
+        continue;
+      }
       const status = this.run.status;
       // Checked before the stop signal, which a halt also fires: the halted run still gives up its lease.
       if (status === "halted") return this.leaveHalted();
@@ -223,9 +233,9 @@ export class RunExecutor {
         continue;
       }
       if (status !== "running" || !hasState) return;
-      if (!resourcesReady) {
+      if (!this.resourcesReady) {
         await this.acquireResources();
-        resourcesReady = true;
+        this.resourcesReady = true;
         continue;
       }
       let action: Action;
@@ -263,6 +273,13 @@ export class RunExecutor {
 
   /** The gate: check control and journal `started` in one transaction, then run the call. */
   private async gate(action: Action & { type: "model" | "tool" }, repeats: number): Promise<void> {
+    const started = this.startedWrite(action, repeats);
+    if (!(await this.write({ expect: { status: ["running"] }, set: started.set, journal: [started.entry] }))) return;
+    await this.perform(action, started.inflight);
+  }
+
+  /** What the gate writes for a call: `started` in the journal, the call in flight, the next sequence number. */
+  private startedWrite(action: Action & { type: "model" | "tool" }, repeats: number): { inflight: InflightCall; set: RunPatch; entry: JournalInput } {
     const callSeq = this.run.nextCallSeq;
     const at = this.now();
     const name = action.type === "model" ? modelKey(this.model()) : action.toolName;
@@ -275,17 +292,36 @@ export class RunExecutor {
       action.type === "model"
         ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
         : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
-    const started = await this.write({
-      expect: { status: ["running"] },
-      set: {
-        nextCallSeq: callSeq + 1,
-        inflight,
-        guard: action.type === "tool" ? { lastToolSignature: toolSignature(action), repeats } : this.run.guard,
-      },
-      journal: [{ type: "call.started", at, callSeq, data }],
+    return {
+      inflight,
+      set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { lastToolSignature: toolSignature(action), repeats } : this.run.guard },
+      entry: { type: "call.started", at, callSeq, data },
+    };
+  }
+
+  /**
+   * The call the loop would let through the gate right after this outcome, if any: the run is
+   * still running, the agent plans a call and no budget trips. Anything else (done, a throw in
+   * `next`, a budget) is left to the loop, which asks again.
+   */
+  private nextChained(step: number, usage: Usage | undefined): { action: Action & { type: "model" | "tool" }; repeats: number } | undefined {
+    // Not before the loop has acquired the resources (a call retried by recovery comes first).
+    if (!this.resourcesReady || this.run.status !== "running" || this.stopAll.signal.aborted) return undefined;
+    let action: Action;
+    try {
+      action = this.agent.next(this.state);
+    } catch {
+      return undefined; // the loop calls next() again and fails the run with the error
+    }
+    if (action.type === "done") return undefined;
+    const repeats = action.type === "tool" && this.run.guard.lastToolSignature === toolSignature(action) ? this.run.guard.repeats + 1 : 1;
+    const tripped = trippedBudget(this.run.budgets, {
+      usage: usage ? addUsage(this.run.usage, usage) : this.run.usage,
+      step,
+      activeMs: this.leavingRunning().activeMs ?? 0,
+      repeatedToolCalls: action.type === "tool" ? repeats : 0,
     });
-    if (!started) return;
-    await this.perform(action, inflight);
+    return tripped ? undefined : { action, repeats };
   }
 
   private model(): TetherModel {
@@ -325,7 +361,7 @@ export class RunExecutor {
     };
     const durationMs = this.now() - inflight.startedAt;
     if (outcome.type === "completed") {
-      await this.commitOutcome(action, inflight, { type: "model", result: outcome.result }, usageOf(outcome.result.usage));
+      await this.commitOutcome(action, inflight, { type: "model", result: outcome.result }, usageOf(outcome.result.usage), [], true);
     } else if (outcome.type === "aborted") {
       const usage = usageOf(outcome.usage);
       await this.write({
@@ -402,7 +438,7 @@ export class RunExecutor {
       }
       throw error;
     }
-    await this.commitOutcome(action, inflight, outcome);
+    await this.commitOutcome(action, inflight, outcome, undefined, [], true);
   }
 
   /** The call counts as in flight until it settles, not until its outcome is written: nothing waits for a finished call. */
@@ -432,7 +468,7 @@ export class RunExecutor {
   }
 
   /** The outcome, the new snapshot and the usage, in one transaction. */
-  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = []): Promise<void> {
+  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false): Promise<void> {
     let recordedIn: number | undefined;
     try {
       const applied = this.agent.apply(this.state, action, outcome);
@@ -459,12 +495,30 @@ export class RunExecutor {
       tool?.compensate && outcome.type === "tool" && outcome.ok && action.type === "tool"
         ? [{ callSeq: inflight.callSeq, tool: tool.name, input: action.input, result: outcome.output, state: "done" as const, attempts: 0, error: null, updatedAt: at }]
         : undefined;
-    await this.write({
+    const outcomeWrite = {
       set: { step, inflight: null, waitingFor: null, ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}) },
-      journal: [...extra, { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data }],
+      journal: [...extra, { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data } as JournalInput],
       snapshot,
       ...(effects ? { effects } : {}),
-    });
+    };
+    // The next call's `started` rides in the same transaction when the loop would start it at
+    // once: one commit a step instead of two. It still expects `running`, as the gate does.
+    const next = chain ? this.nextChained(step, usage) : undefined;
+    if (next) {
+      const started = this.startedWrite(next.action, next.repeats);
+      const ok = await this.write({
+        ...outcomeWrite,
+        expect: { status: ["running"] },
+        set: { ...outcomeWrite.set, ...started.set },
+        journal: [...outcomeWrite.journal, started.entry],
+      });
+      if (ok) {
+        this.writer.commit();
+        this.chained = { action: next.action, inflight: started.inflight };
+        return;
+      }
+    }
+    await this.write(outcomeWrite);
     this.writer.commit();
   }
 

@@ -31,7 +31,10 @@ CREATE TABLE IF NOT EXISTS runs (
   vars_seq INTEGER NOT NULL DEFAULT 0,
   doc TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS runs_status ON runs(status, updated_at);
+-- By status alone: an index holding updated_at would be rewritten by every update of a run,
+-- one more page written in every commit.
+DROP INDEX IF EXISTS runs_status;
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_updated ON runs(updated_at);
 CREATE TABLE IF NOT EXISTS journal (
   run_id TEXT NOT NULL,
@@ -42,12 +45,14 @@ CREATE TABLE IF NOT EXISTS journal (
   data TEXT NOT NULL,
   PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+-- A rowid table on purpose: a WITHOUT ROWID row larger than ~1 KB (on 4 KB pages) spills into
+-- an overflow page of its own, so each ~1 KB message would cost over 4 KB on disk.
 CREATE TABLE IF NOT EXISTS messages (
   run_id TEXT NOT NULL,
   idx INTEGER NOT NULL,
   body TEXT NOT NULL,
   PRIMARY KEY (run_id, idx)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS snapshots (
   run_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -101,6 +106,59 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 `;
 
+/** Every statement the store runs, by name. */
+const statementSql = {
+  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_at, lease_until, vars_seq, doc) VALUES (?, ?, ?, ?, ?, NULL, 1, ?)",
+  getRun: "SELECT doc, vars_seq FROM runs WHERE id = ?",
+  saveRun: "UPDATE runs SET status = ?, updated_at = ?, lease_until = ?, vars_seq = ?, doc = ? WHERE id = ?",
+  insertJournal: "INSERT INTO journal (run_id, seq, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?, ?)",
+  readJournal: "SELECT seq, type, at, call_seq, data FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+  insertMessage: "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
+  readMessages: "SELECT body FROM messages WHERE run_id = ? AND idx < ? ORDER BY idx",
+  readMessage: "SELECT body FROM messages WHERE run_id = ? AND idx = ?",
+  insertSnapshot: "INSERT INTO snapshots (run_id, seq, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  latestSnapshot: "SELECT * FROM snapshots WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
+  snapshotAtStep: "SELECT * FROM snapshots WHERE run_id = ? AND step <= ? ORDER BY seq DESC LIMIT 1",
+  snapshotVars: "SELECT vars FROM snapshots WHERE run_id = ? AND seq = ?",
+  insertCommand: "INSERT INTO commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  applyCommand: "UPDATE commands SET applied_at = ?, outcome = ? WHERE id = ?",
+  listCommands: "SELECT * FROM commands WHERE run_id = ? ORDER BY created_at, rowid",
+  upsertEffect: `INSERT INTO effects (run_id, call_seq, tool, input, result, state, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (run_id, call_seq) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at`,
+  listEffects: "SELECT * FROM effects WHERE run_id = ? ORDER BY call_seq",
+  listHalts: "SELECT * FROM halts ORDER BY at",
+  setHalt: "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
+  clearHalt: "DELETE FROM halts WHERE scope = ?",
+  claimable: `SELECT doc, vars_seq FROM runs WHERE status = 'queued'
+       OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < ?))
+     ORDER BY updated_at LIMIT ?`,
+  saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
+  tokenByHash: "SELECT * FROM tokens WHERE hash = ?",
+  listTokens: "SELECT * FROM tokens ORDER BY created_at",
+};
+
+type StatementName = keyof typeof statementSql;
+
+/**
+ * Each statement is prepared when first used, so opening a store costs only what it runs: a
+ * process that opens the file to resume one run prepares a handful, not all of them.
+ */
+function preparedOnFirstUse(db: Database.Database, sql: Record<StatementName, string>): Record<StatementName, Database.Statement> {
+  const statements = {} as Record<StatementName, Database.Statement>;
+  for (const name of Object.keys(sql) as StatementName[]) {
+    Object.defineProperty(statements, name, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const statement = db.prepare(sql[name]);
+        Object.defineProperty(statements, name, { value: statement, enumerable: true });
+        return statement;
+      },
+    });
+  }
+  return statements;
+}
+
 export interface SqliteStoreOptions {
   /** Path of the database file; ":memory:" for a private in-memory database. */
   path: string;
@@ -113,7 +171,7 @@ export class SqliteStore implements Store {
   readonly kind = "sqlite";
   readonly path: string;
   private readonly db: Database.Database;
-  private readonly statements;
+  private readonly statements: Record<StatementName, Database.Statement>;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -125,48 +183,7 @@ export class SqliteStore implements Store {
     // crash or power loss can lose the last transactions.
     this.db.pragma("synchronous = NORMAL");
     this.db.exec(schema);
-    const db = this.db;
-    this.statements = {
-      insertRun: db.prepare(
-        "INSERT INTO runs (id, agent, status, created_at, updated_at, lease_until, vars_seq, doc) VALUES (?, ?, ?, ?, ?, NULL, 1, ?)",
-      ),
-      getRun: db.prepare("SELECT doc, vars_seq FROM runs WHERE id = ?"),
-      saveRun: db.prepare("UPDATE runs SET status = ?, updated_at = ?, lease_until = ?, vars_seq = ?, doc = ? WHERE id = ?"),
-      insertJournal: db.prepare("INSERT INTO journal (run_id, seq, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?, ?)"),
-      readJournal: db.prepare("SELECT seq, type, at, call_seq, data FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"),
-      insertMessage: db.prepare("INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)"),
-      readMessages: db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx < ? ORDER BY idx"),
-      readMessage: db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx = ?"),
-      insertSnapshot: db.prepare(
-        "INSERT INTO snapshots (run_id, seq, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      ),
-      latestSnapshot: db.prepare("SELECT * FROM snapshots WHERE run_id = ? ORDER BY seq DESC LIMIT 1"),
-      snapshotAtStep: db.prepare("SELECT * FROM snapshots WHERE run_id = ? AND step <= ? ORDER BY seq DESC LIMIT 1"),
-      snapshotVars: db.prepare("SELECT vars FROM snapshots WHERE run_id = ? AND seq = ?"),
-      insertCommand: db.prepare(
-        "INSERT INTO commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      ),
-      applyCommand: db.prepare("UPDATE commands SET applied_at = ?, outcome = ? WHERE id = ?"),
-      listCommands: db.prepare("SELECT * FROM commands WHERE run_id = ? ORDER BY created_at, rowid"),
-      upsertEffect: db.prepare(
-        `INSERT INTO effects (run_id, call_seq, tool, input, result, state, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (run_id, call_seq) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at`,
-      ),
-      listEffects: db.prepare("SELECT * FROM effects WHERE run_id = ? ORDER BY call_seq"),
-      listHalts: db.prepare("SELECT * FROM halts ORDER BY at"),
-      setHalt: db.prepare(
-        "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
-      ),
-      clearHalt: db.prepare("DELETE FROM halts WHERE scope = ?"),
-      claimable: db.prepare(
-        `SELECT doc, vars_seq FROM runs WHERE status = 'queued'
-           OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < ?))
-         ORDER BY updated_at LIMIT ?`,
-      ),
-      saveToken: db.prepare("INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)"),
-      tokenByHash: db.prepare("SELECT * FROM tokens WHERE hash = ?"),
-      listTokens: db.prepare("SELECT * FROM tokens ORDER BY created_at"),
-    };
+    this.statements = preparedOnFirstUse(this.db, statementSql);
   }
 
   /** The raw database, for tests that corrupt bytes on purpose and for the benchmark. */
@@ -247,10 +264,13 @@ export class SqliteStore implements Store {
   });
 
   private wrapTransaction<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+    // Built once, on first use (the database is opened after the field initialisers run).
+    let transaction: Database.Transaction<(...args: A) => R> | undefined;
     return (...args: A) => {
       try {
+        transaction ??= this.db.transaction(fn);
         // IMMEDIATE takes the write lock up front, so two processes never deadlock on upgrade.
-        return this.db.transaction(fn).immediate(...args);
+        return transaction.immediate(...args);
       } catch (error) {
         if (TetherError.isInstance(error)) throw error;
         throw new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });

@@ -1,3 +1,4 @@
+import { systemClock } from "../engine/clock.js";
 import { z } from "zod";
 import type { Json } from "../engine/json.js";
 import { tool, type Tool } from "../engine/tool.js";
@@ -56,20 +57,7 @@ export interface EffectToolOptions {
   revalidate?: (input: EffectInput, result: EffectResult) => true | string;
 }
 
-function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
+const wait = (ms: number, signal: AbortSignal | undefined): Promise<void> => systemClock.sleep(ms, signal);
 
 /** A tool with a side effect recorded in a `Ledger`, declaring the effect contracts a test asks for. */
 export function effectTool(options: EffectToolOptions): Tool<EffectInput, EffectResult> {

@@ -1,0 +1,375 @@
+/**
+ * The durability benchmark (`npm run bench`): what durability costs per step, on disk, on
+ * resume and on pause, for an agent whose every step adds about 1 KB. Prints a table and
+ * writes `bench-results.json` at the project root.
+ *
+ * Definitions (kept honest on purpose):
+ * - overhead per step: (time of the run on the SQLite runtime − time of the same agent's
+ *   next/apply + model-stream loop with no runtime and no store) / steps.
+ * - bytes per step: growth of the database file / steps, measured once the last connection
+ *   has closed (so the WAL is checkpointed into the file and removed); logical bytes: the bytes
+ *   of the rows the run inserted (journal, messages, snapshots) / steps; new data: the bytes of
+ *   the message each step appends (the ~1 KB the targets compare with).
+ * - timings: baseline and durable runs interleaved, after a warm-up; the medians are reported,
+ *   the best (minimum) overhead is printed too, with the load average, as the machine is shared.
+ * - resume: a fresh SqliteStore on the same file → the run record and the verified, parsed
+ *   state, with the agent's next call planned. Floor: a fresh raw connection that SELECTs the
+ *   same message bodies and vars and JSON.parses them, nothing else. Medians of several.
+ * - pause: in-process, from calling `pause()` to the moment the stream is cut (the call's
+ *   AbortSignal fires; the gate forwards nothing after it, which is checked), many samples;
+ *   the time until `call.aborted` is journaled is printed too.
+ */
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  createTether,
+  defineAgent,
+  SimulatedModel,
+  SqliteStore,
+  type Action,
+  type AgentDefinition,
+  type AgentState,
+  type Message,
+  type ModelResult,
+  type ModelStreamPart,
+  type Outcome,
+  type Runtime,
+  type TetherModel,
+} from "../src/index.js";
+import { restoreState } from "../src/engine/snapshot.js";
+import { seededRandom } from "../src/models/seeded-random.js";
+
+const projectRoot = fileURLToPath(new URL("../", import.meta.url));
+const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number);
+const pauseSamples = Number(process.env.BENCH_PAUSE_SAMPLES ?? 300);
+const dir = mkdtempSync(join(tmpdir(), "tether-bench-"));
+
+interface Result {
+  name: string;
+  store: string;
+  steps: number | null;
+  value: number;
+  unit: string;
+}
+const results: Result[] = [];
+const record = (name: string, steps: number | null, value: number, unit: string, store = "sqlite") => results.push({ name, store, steps, value, unit });
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+};
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+};
+
+/** ~1 KB of prose per step, precomputed so the model costs the same at every step. */
+const texts = (() => {
+  const random = seededRandom(1);
+  const words = ["agent", "budget", "cache", "durable", "effect", "journal", "lease", "model", "pause", "resume", "snapshot", "step", "tool", "worker"];
+  return Array.from({ length: 64 }, () => {
+    let text = "";
+    while (text.length < 1000) text += `${words[Math.floor(random() * words.length)]} `;
+    return text.slice(0, 1000);
+  });
+})();
+
+/** An instant model: one ~1 KB text delta per call, with usage reported. */
+const instantModel: TetherModel = {
+  specificationVersion: "tether-model-v1",
+  provider: "bench",
+  modelId: "instant-1k",
+  async *stream(request): AsyncGenerator<ModelStreamPart> {
+    yield { type: "usage", usage: { inputTokens: 250, outputTokens: 0 } };
+    yield { type: "text-delta", text: texts[request.messages.length % texts.length] };
+    yield { type: "finish", finishReason: "stop", usage: { inputTokens: 250, outputTokens: 250 } };
+  },
+};
+
+/** One model call per step; each step appends its ~1 KB answer to the messages. */
+function benchAgent(name: string, model: TetherModel, steps: number): AgentDefinition {
+  return defineAgent({
+    name,
+    version: "1",
+    model,
+    budgets: { maxSteps: steps + 10 },
+    init: () => ({ messages: [{ role: "user", content: "Write one paragraph per step." }], vars: { done: 0 } }),
+    next: (state): Action =>
+      Number(state.vars.done) >= steps ? { type: "done", output: Number(state.vars.done) } : { type: "model", request: { messages: state.messages, tools: [] } },
+    apply: (state: AgentState, _action: Action, outcome: Outcome) => {
+      if (outcome.type !== "model") return;
+      state.messages.push({ role: "assistant", content: outcome.result.text });
+      state.vars = { ...state.vars, done: Number(state.vars.done) + 1 };
+      return { recordedInMessage: state.messages.length - 1 };
+    },
+  });
+}
+
+/** The same agent and model with no runtime and no store: next → stream → apply. */
+async function baselineLoop(agent: AgentDefinition, model: TetherModel): Promise<number> {
+  const began = performance.now();
+  const state = agent.init("bench");
+  const signal = new AbortController().signal;
+  for (let step = 0; ; step++) {
+    const action = agent.next(state);
+    if (action.type === "done") break;
+    if (action.type !== "model") throw new Error("the bench agent only calls the model");
+    let text = "";
+    let finishReason = "unknown";
+    let usage = { inputTokens: 0, outputTokens: 0 };
+    for await (const part of model.stream(action.request, { signal, idempotencyKey: `baseline:${step}` })) {
+      if (part.type === "text-delta") text += part.text;
+      else if (part.type === "finish") {
+        finishReason = part.finishReason;
+        usage = part.usage ?? usage;
+      }
+    }
+    const result: ModelResult = { text, toolCalls: [], finishReason, usage };
+    agent.apply(state, action, { type: "model", result });
+  }
+  return performance.now() - began;
+}
+
+function statSafe(path: string): number | undefined {
+  try {
+    return statSync(path).size;
+  } catch {
+    return undefined;
+  }
+}
+
+async function runDurable(runtime: Runtime, agentName: string): Promise<{ runId: string; ms: number }> {
+  let resolveDone!: (at: number) => void;
+  const done = new Promise<number>((resolve) => (resolveDone = resolve));
+  const off = runtime.bus.subscribeAll((event) => {
+    if (event.kind === "journal" && event.entry.type === "status" && ["completed", "failed", "paused"].includes(String(event.entry.data.to))) resolveDone(performance.now());
+  });
+  const began = performance.now();
+  const run = await runtime.start(agentName, "bench");
+  const ended = await done;
+  off();
+  const final = await runtime.get(run.id);
+  if (final.status !== "completed") throw new Error(`bench run ended ${final.status}: ${final.statusReason} ${JSON.stringify(final.error)}`);
+  return { runId: run.id, ms: ended - began };
+}
+
+function logicalBytes(db: Database.Database, runId: string): { total: number; messages: number; journal: number; snapshots: number } {
+  const one = (sql: string) => Number((db.prepare(sql).get(runId) as { n: number | null }).n ?? 0);
+  const journal = one("SELECT SUM(LENGTH(run_id) + 8 + LENGTH(type) + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE run_id = ?");
+  const messages = one("SELECT SUM(LENGTH(run_id) + 8 + LENGTH(body)) AS n FROM messages WHERE run_id = ?");
+  const snapshots = one(
+    "SELECT SUM(LENGTH(run_id) + 8 * 6 + LENGTH(chain) + LENGTH(checksum) + COALESCE(LENGTH(vars), 0)) AS n FROM snapshots WHERE run_id = ?",
+  );
+  return { total: journal + messages + snapshots, messages, journal, snapshots };
+}
+
+/** Open a fresh store → run record → verified state → the next call planned. */
+async function resumeOnce(path: string, runId: string, agent: AgentDefinition): Promise<number> {
+  const began = performance.now();
+  const store = new SqliteStore({ path });
+  const run = await store.getRun(runId);
+  if (!run) throw new Error("run vanished");
+  const { state } = restoreState(runId, await store.loadState(runId));
+  agent.next(state);
+  const ms = performance.now() - began;
+  await store.close();
+  return ms;
+}
+
+/** The live state's bytes alone: a fresh raw connection, SELECT the bodies and vars, JSON.parse them. */
+function floorOnce(path: string, runId: string, messageCount: number): number {
+  const began = performance.now();
+  const db = new Database(path, { readonly: true });
+  const bodies = db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx < ? ORDER BY idx").raw().all(runId, messageCount) as [string][];
+  const messages = bodies.map((row) => JSON.parse(row[0]) as Message);
+  const vars = db.prepare("SELECT vars FROM snapshots WHERE run_id = ? AND vars IS NOT NULL ORDER BY seq DESC LIMIT 1").get(runId) as { vars: string };
+  JSON.parse(vars.vars);
+  const ms = performance.now() - began;
+  if (messages.length !== messageCount) throw new Error("floor read the wrong number of messages");
+  db.close();
+  return ms;
+}
+
+async function benchSize(steps: number): Promise<Record<string, number>> {
+  const agent = benchAgent(`bench-${steps}`, instantModel, steps);
+  const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 5 : 15;
+  const baselines: number[] = [];
+  const durables: { ms: number; runId: string; path: string; growth: number; logical: ReturnType<typeof logicalBytes> }[] = [];
+  // Interleaved, so a burst of load from elsewhere on the machine hits both sides alike.
+  for (let i = 0; i < repeats; i++) {
+    baselines.push(await baselineLoop(agent, instantModel));
+    const path = join(dir, `bench-${steps}-${i}.db`);
+    // The empty database (schema only), checkpointed, is the starting size.
+    await new SqliteStore({ path }).close();
+    const before = statSync(path).size;
+    const store = new SqliteStore({ path });
+    const runtime = createTether({ agents: [agent], store, workerPollMs: 1_000 });
+    const { runId, ms } = await runDurable(runtime, agent.name);
+    await runtime.close();
+    const logical = logicalBytes(store.database, runId);
+    // The last connection to close checkpoints the WAL into the file and removes it.
+    await store.close();
+    if (statSafe(`${path}-wal`)) throw new Error("the WAL was not checkpointed at close");
+    durables.push({ ms, runId, path, growth: statSync(path).size - before, logical });
+  }
+  const baselineMs = median(baselines);
+  const byTime = [...durables].sort((a, b) => a.ms - b.ms);
+  const durable = byTime[Math.floor(byTime.length / 2)];
+  const overhead = (durable.ms - baselineMs) / steps;
+  const bestOverhead = (byTime[0].ms - Math.min(...baselines)) / steps;
+
+  const state = restoreState(durable.runId, await (async () => {
+    const store = new SqliteStore({ path: durable.path });
+    const loaded = await store.loadState(durable.runId);
+    await store.close();
+    return loaded;
+  })()).state;
+  const newData = state.messages.slice(1).reduce((sum, m) => sum + Buffer.byteLength(JSON.stringify(m)), 0) / steps;
+
+  const samples = steps >= 10_000 ? 7 : 15;
+  const resumes: number[] = [];
+  const floors: number[] = [];
+  const coldResumes: number[] = [];
+  // Cold: no other connection has the file open, so opening also creates the WAL and shared-memory files.
+  for (let i = 0; i < 3; i++) coldResumes.push(await resumeOnce(durable.path, durable.runId, agent));
+  // Warm (the figures reported): another process, the one that paused the run or a server, has it open.
+  const holder = new SqliteStore({ path: durable.path });
+  await holder.getRun(durable.runId);
+  floorOnce(durable.path, durable.runId, state.messages.length);
+  await resumeOnce(durable.path, durable.runId, agent);
+  for (let i = 0; i < samples; i++) {
+    resumes.push(await resumeOnce(durable.path, durable.runId, agent));
+    floors.push(floorOnce(durable.path, durable.runId, state.messages.length));
+  }
+  await holder.close();
+  const row = {
+    steps,
+    baselineMsPerStep: baselineMs / steps,
+    durableMsPerStep: durable.ms / steps,
+    overhead,
+    bestOverhead,
+    bytesPerStep: durable.growth / steps,
+    logicalPerStep: durable.logical.total / steps,
+    newData,
+    resume: median(resumes),
+    floor: median(floors),
+    coldResume: median(coldResumes),
+  };
+  record("overhead_ms_per_step", steps, round(overhead, 4), "ms");
+  record("bytes_per_step", steps, Math.round(row.bytesPerStep), "bytes");
+  record("logical_bytes_per_step", steps, Math.round(row.logicalPerStep), "bytes");
+  record("new_data_bytes_per_step", steps, Math.round(newData), "bytes");
+  record("resume_ms", steps, round(row.resume, 3), "ms");
+  record("resume_floor_ms", steps, round(row.floor, 3), "ms");
+  return row;
+}
+
+/**
+ * In-process pause latency, from calling `pause()` to the stream being cut: the moment the
+ * call's AbortSignal fires, after which the gate forwards no delta (checked: none arrives after
+ * it). Also measured: to the `call.aborted` entry being journaled and published.
+ */
+async function benchPause(): Promise<{ p50: number; p99: number; max: number; samples: number; journaledP50: number; journaledP99: number; lateDeltas: number }> {
+  const path = join(dir, "pause.db");
+  const store = new SqliteStore({ path });
+  const longTurn = "Streaming a long answer token by token so that a pause always lands mid-stream. ".repeat(40);
+  const simulated = new SimulatedModel({ tokensPerSecond: 2000, script: () => ({ text: longTurn }) });
+  let cutAt = 0;
+  const model: TetherModel = {
+    specificationVersion: "tether-model-v1",
+    provider: simulated.provider,
+    modelId: simulated.modelId,
+    stream(request, options) {
+      options.signal.addEventListener("abort", () => (cutAt = performance.now()), { once: true });
+      return simulated.stream(request, options);
+    },
+  };
+  const agent = benchAgent("bench-pause", model, 1_000_000);
+  const runtime = createTether({ agents: [agent], store, workerPollMs: 1_000 });
+  let lastDelta = 0;
+  let deltasSinceResume = 0;
+  let journaledAt = 0;
+  let lateDeltas = 0;
+  const off = runtime.bus.subscribeAll((event) => {
+    if (event.kind === "live") {
+      lastDelta = performance.now();
+      deltasSinceResume += 1;
+      if (cutAt !== 0 && lastDelta >= cutAt) lateDeltas += 1;
+    } else if (event.entry.type === "call.aborted") journaledAt = performance.now();
+  });
+  const run = await runtime.start(agent.name, "bench");
+  const random = seededRandom(9);
+  const latencies: number[] = [];
+  const journaled: number[] = [];
+  for (let i = 0; i < pauseSamples; i++) {
+    while (deltasSinceResume < 3) await new Promise((resolve) => setTimeout(resolve, 1));
+    await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 5)));
+    cutAt = 0;
+    journaledAt = 0;
+    const commanded = performance.now();
+    await runtime.pause(run.id, { actor: "bench" });
+    await runtime.waitFor(run.id, ["paused"]);
+    if (cutAt === 0 || journaledAt === 0) throw new Error("the pause did not abort a streaming call");
+    latencies.push(cutAt - commanded);
+    journaled.push(journaledAt - commanded);
+    deltasSinceResume = 0;
+    cutAt = 0;
+    await runtime.resume(run.id, { actor: "bench" });
+  }
+  off();
+  await runtime.cancel(run.id);
+  await runtime.waitFor(run.id, ["cancelled"]);
+  await runtime.close();
+  await store.close();
+  const p50 = percentile(latencies, 50);
+  const p99 = percentile(latencies, 99);
+  record("pause_p50_ms", null, round(p50, 3), "ms");
+  record("pause_p99_ms", null, round(p99, 3), "ms");
+  return { p50, p99, max: Math.max(...latencies), samples: latencies.length, journaledP50: percentile(journaled, 50), journaledP99: percentile(journaled, 99), lateDeltas };
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+try {
+  // Warm-up (JIT, SQLite page cache, the checkpointer thread's code): nothing here is recorded.
+  {
+    const agent = benchAgent("bench-warmup", instantModel, 500);
+    await baselineLoop(agent, instantModel);
+    const store = new SqliteStore({ path: join(dir, "warmup.db") });
+    const runtime = createTether({ agents: [agent], store, workerPollMs: 1_000 });
+    await runDurable(runtime, agent.name);
+    await runtime.close();
+    await store.close();
+  }
+  const rows: Record<string, number>[] = [];
+  for (const steps of sizes) {
+    rows.push(await benchSize(steps));
+    process.stderr.write(`  ${steps} steps done\n`);
+  }
+  const pause = await benchPause();
+  const fmt = (v: number, d = 3) => v.toFixed(d).padStart(9);
+  console.log("\nDurability benchmark (SQLite store, ~1 KB per step, instant model)\n");
+  console.log(`load average ${loadavg().map((l) => l.toFixed(1)).join(" ")} on ${availableParallelism()} CPUs; medians unless marked`);
+  console.log("   steps | base ms/st | dur ms/st | overhead ms/st | (best) | file B/st | logical B/st | new B/st | resume ms | floor ms | resume/floor | cold resume ms");
+  console.log("---------+-----------+-----------+----------------+--------+-----------+--------------+----------+-----------+----------+--------------+---------------");
+  for (const r of rows) {
+    console.log(
+      `${String(r.steps).padStart(8)} |${fmt(r.baselineMsPerStep, 4)}  |${fmt(r.durableMsPerStep, 4)}  |${fmt(r.overhead, 4)}       |${fmt(r.bestOverhead, 4).slice(2)} |${fmt(r.bytesPerStep, 0)}  |${fmt(r.logicalPerStep, 0)}     |${fmt(r.newData, 0)} |${fmt(r.resume)}  |${fmt(r.floor)} |${fmt(r.resume / r.floor, 2)}     |${fmt(r.coldResume)}`,
+    );
+  }
+  console.log(
+    `\npause (in-process, ${pause.samples} samples): command → stream cut p50 ${pause.p50.toFixed(3)} ms, p99 ${pause.p99.toFixed(3)} ms, max ${pause.max.toFixed(3)} ms; ` +
+      `deltas after the cut: ${pause.lateDeltas}; command → call.aborted journaled p50 ${pause.journaledP50.toFixed(3)} ms, p99 ${pause.journaledP99.toFixed(3)} ms`,
+  );
+  console.log("\ntargets: overhead ≤ 0.1 ms/step and flat; bytes/step ≤ 1.5 × new data; resume ≤ 10 ms at 1,000 steps and ≤ 1.5 × floor; pause p99 ≤ 5 ms");
+  writeFileSync(join(projectRoot, "bench-results.json"), `${JSON.stringify(results, null, 2)}\n`);
+  console.log(`wrote ${join(projectRoot, "bench-results.json")}`);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,42 @@
+/**
+ * A worker process of the crash campaign: executes (and recovers) every run it can claim in
+ * the store until the parent kills it with SIGKILL or asks it to stop over IPC.
+ * Run as `node --import tsx test/crash/child.ts '<json options>'`.
+ */
+import { createTether, SqliteStore } from "../../src/index.js";
+import { crashAgent, type AgentTimings } from "./agents.js";
+import { Ledger } from "./ledger.js";
+
+export interface ChildOptions extends AgentTimings {
+  dbPath: string;
+  ledgerPath: string;
+  leaseMs: number;
+}
+
+const options = JSON.parse(process.argv[2] ?? "{}") as ChildOptions;
+const ledger = new Ledger(options.ledgerPath);
+const store = new SqliteStore({ path: options.dbPath });
+const runtime = createTether({
+  agents: [crashAgent(ledger, options)],
+  store,
+  leaseMs: options.leaseMs,
+  workerPollMs: 20,
+  workerId: `worker-pid-${process.pid}`,
+});
+
+process.on("unhandledRejection", (error) => {
+  process.stderr.write(`child ${process.pid}: unhandled rejection: ${(error as Error)?.stack ?? String(error)}\n`);
+});
+
+process.on("message", (message: { type?: string }) => {
+  if (message?.type !== "stop") return;
+  void (async () => {
+    await runtime.close();
+    await store.close();
+    ledger.close();
+    process.exit(0);
+  })();
+});
+
+runtime.startWorker();
+process.send?.({ type: "ready", pid: process.pid });
