@@ -146,7 +146,8 @@ export interface JournalEntry extends JournalInput {
   seq: number;
 }
 
-export const snapshotSchemaVersion = 1;
+/** 2: the message chain is CRC-32 (1 was SHA-256). */
+export const snapshotSchemaVersion = 2;
 
 /** What a step changed. Messages are append-only; `varsJson` is present only when vars changed. */
 export interface SnapshotWrite {
@@ -155,7 +156,7 @@ export interface SnapshotWrite {
   head: {
     step: number;
     messageCount: number;
-    /** Hex SHA-256 chain over every message body, in order. */
+    /** Hex CRC-32 over every message body, in order. */
     chain: string;
     /** Hex SHA-256 over chain, vars, step and message count. */
     checksum: string;
