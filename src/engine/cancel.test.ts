@@ -232,3 +232,27 @@ describe("cancel", () => {
     expect(journal.filter((e) => e.type === "compensation.started").map((e) => e.data.attempt)).toEqual([1, 2]);
   });
 });
+
+describe("cancel right after a pause", () => {
+  it("is carried out by this process even while the pausing executor is still winding down (no worker poll)", async () => {
+    const { ledger, agent } = setup([
+      { tool: "publish", input: { id: "a" } },
+      { tool: "wait", input: { id: "b" } },
+    ]);
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("publisher", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 1);
+    // Cancel the moment `paused` is published: the pausing executor has not returned yet.
+    let cancelling: Promise<unknown> | undefined;
+    const unsubscribe = rt.bus.subscribe(run.id, (event) => {
+      if (!cancelling && event.kind === "journal" && event.entry.type === "status" && event.entry.data.to === "paused") cancelling = rt.cancel(run.id);
+    });
+    await rt.pause(run.id);
+    await waitUntil(() => cancelling !== undefined);
+    await cancelling;
+    unsubscribe();
+    const done = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 5_000 });
+    expect(done.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);
+  });
+});

@@ -215,8 +215,13 @@ export class RunExecutor {
     for (;;) {
       const chained = this.chained;
       if (chained) {
-        // Its `started` is journaled: performed exactly as the gate performs a call it let through.
         this.chained = null;
+        if (this.stopAll.signal.aborted || this.run.status === "halted") {
+          // Halted, detached or lease lost between the commit and here: the call never started.
+          if (!this.detached) await this.notStarted(chained.inflight).catch(() => undefined);
+          continue;
+        }
+        // Its `started` is journaled: performed exactly as the gate performs a call it let through.
         await this.perform(chained.action, chained.inflight);
         continue;
       }
@@ -504,8 +509,15 @@ export class RunExecutor {
     // The next call's `started` rides in the same transaction when the loop would start it at
     // once: one commit a step instead of two. It still expects `running`, as the gate does.
     const next = chain ? this.nextChained(step, usage) : undefined;
-    if (next) {
-      const started = this.startedWrite(next.action, next.repeats);
+    let started: ReturnType<RunExecutor["startedWrite"]> | undefined;
+    try {
+      started = next ? this.startedWrite(next.action, next.repeats) : undefined;
+    } catch {
+      // Planning the next call failed (a model that does not resolve, say): this step's outcome
+      // is written alone, and the loop meets the same error on its own path.
+      started = undefined;
+    }
+    if (next && started) {
       const ok = await this.write({
         ...outcomeWrite,
         expect: { status: ["running"] },
@@ -520,6 +532,14 @@ export class RunExecutor {
     }
     await this.write(outcomeWrite);
     this.writer.commit();
+  }
+
+  /** A chained call whose `started` was journaled but that this executor never began. */
+  private async notStarted(inflight: InflightCall): Promise<void> {
+    await this.write({
+      set: { inflight: null, waitingFor: null },
+      journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: "not_started" } }],
+    });
   }
 
   private async recover(): Promise<void> {
@@ -618,7 +638,12 @@ export class RunExecutor {
   private async fail(code: string, message: string): Promise<void> {
     await this.releaseResources(false).catch(() => undefined);
     const from = this.run.status;
-    if (from !== "running" && from !== "pausing") return;
+    if (from !== "running" && from !== "pausing") {
+      // A cancel (or a halt) is not failed by an error here: give up the lease so a worker
+      // takes the run again at once instead of after the lease runs out.
+      await this.write({ set: { lease: null }, journal: [{ type: "recovery", at: this.now(), data: { problem: message, status: from } }] });
+      return;
+    }
     await this.write({
       expect: { status: [from] },
       set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },

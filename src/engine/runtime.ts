@@ -500,7 +500,9 @@ export class Runtime {
       if (current.status === "cancelling" || current.status === "cancelled") return { noop: true };
       if (isTerminal(current.status)) return { refuse: new IllegalTransitionError(runId, "cancel", current.status) };
       const held = this.isHeld(current, now);
-      claim = !held && this.isWorker && !this.closed && this.agentMap.has(current.agent);
+      // Claim from the lease alone: an executor that just wrote `paused` is still in the map for a
+      // moment but no longer reacts, and `tryClaim` waits for it before taking the run.
+      claim = !hasLiveLease(current, now) && this.isWorker && !this.closed && this.agentMap.has(current.agent);
       const since = current.runningSince;
       return {
         update: {
