@@ -24,6 +24,7 @@ export type ErrorCode =
   | "tool_error"
   | "tool_unavailable"
   | "store_error"
+  | "wait_timeout"
   | "not_found";
 
 export class TetherError extends Error {
@@ -144,5 +145,12 @@ export class ToolUnavailableError extends TetherError {
   constructor(toolName: string, message: string, cause?: unknown) {
     super("tool_unavailable", `tool ${toolName} is unavailable: ${message}`, { toolName }, { cause });
     this.name = "ToolUnavailableError";
+  }
+}
+
+export class WaitTimeoutError extends TetherError {
+  constructor(runId: string, timeoutMs: number, status: string) {
+    super("wait_timeout", `timed out after ${timeoutMs} ms waiting for run ${runId} (it is ${status})`, { runId, timeoutMs, status });
+    this.name = "WaitTimeoutError";
   }
 }

@@ -12,6 +12,7 @@ import {
   TetherError,
   UncertainEffectError,
   UnknownAgentError,
+  WaitTimeoutError,
 } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { RunExecutor, statusEntry } from "./executor.js";
@@ -450,7 +451,8 @@ export class Runtime {
   /** Adds a message or applies a state patch to a paused run, without resuming it. */
   async editPaused(runId: string, edits: { message?: string; patch?: unknown; actor?: string }): Promise<RunRecord> {
     const actor = edits.actor ?? "local";
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while its state was being edited`);
       const run = await this.get(runId);
       if (run.status !== "paused") throw new IllegalTransitionError(runId, "edit the state of", run.status);
       const now = this.ctx.clock.now();
@@ -681,13 +683,16 @@ export class Runtime {
     const timeoutMs = options.timeoutMs ?? 30_000;
     const deadline = Date.now() + timeoutMs;
     let wake: () => void = () => undefined;
-    const unsubscribe = this.bus.subscribe(runId, () => wake());
+    // Only journal entries can change the run record; live text deltas never do.
+    const unsubscribe = this.bus.subscribe(runId, (event) => {
+      if (event.kind === "journal") wake();
+    });
     try {
       for (;;) {
         const run = await this.get(runId);
         if (test(run)) return run;
         const left = deadline - Date.now();
-        if (left <= 0) throw new TetherError("store_error", `timed out after ${timeoutMs} ms waiting for run ${runId} (it is ${run.status})`);
+        if (left <= 0) throw new WaitTimeoutError(runId, timeoutMs, run.status);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, Math.min(left, 20));
           wake = () => {
@@ -770,6 +775,7 @@ export class Runtime {
       // A resource kept over a pause stays live in this process; the next executor of the run reuses it.
       if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
       else this.resourceHolders.delete(run.id);
+      if (isTerminal(executor.current.status)) this.bus.forget(run.id);
     });
     this.executors.set(run.id, { executor, done });
   }

@@ -22,6 +22,7 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,
+  wait_timeout: 504,
 };
 
 export function httpStatusOf(code: string): ContentfulStatusCode {
