@@ -1,10 +1,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { z } from "zod";
-import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import type { AgentDefinition } from "../engine/agent.js";
-import { tool } from "../engine/tool.js";
 import type { ModelRegistry } from "../models/model-registry.js";
 import { UsageError } from "./exit-codes.js";
 
@@ -14,8 +11,6 @@ export interface LoadedAgents {
   models?: ModelSource;
   /** Where the agents came from, for the startup banner. */
   source: string;
-  /** Why the bundled examples were not used, when they were not. */
-  note?: string;
   /** A sample task per agent name (the bundled examples' `exampleTasks`). */
   tasks?: Record<string, string>;
 }
@@ -72,38 +67,19 @@ export function agentsFromModule(loaded: Record<string, unknown>, source: string
   throw new UsageError(`${source} exports no agents: use \`export default [myAgent]\` or \`export const agents = [myAgent]\``);
 }
 
-/** The hello agent: what the CLI runs when the bundled examples cannot be loaded. */
-export function helloAgent(): AgentDefinition {
-  const greet = tool({
-    name: "greet",
-    description: "Greet someone by name.",
-    input: z.object({ name: z.string() }),
-    idempotent: true,
-    execute: ({ name }) => ({ greeting: `Hello, ${name}!` }),
-  });
-  return toolLoopAgent({ name: "hello", description: "Says hello with one tool (the fallback agent).", tools: [greet], model: "simulated" });
-}
-
-/**
- * The bundled examples (`examples/index.ts`: deep-research, code-agent, browser-flow); if they
- * cannot be loaded, the hello agent, with a note saying why.
- */
+/** The bundled examples (`examples/index.ts`: deep-research, code-agent, browser-flow); they ship with the package. */
 export async function loadBundledAgents(options: BundledAgentOptions = {}): Promise<LoadedAgents> {
   const jsPath = fileURLToPath(new URL("../../examples/index.js", import.meta.url));
   const tsPath = jsPath.replace(/\.js$/, ".ts");
   const path = existsSync(jsPath) ? jsPath : tsPath;
-  try {
-    if (!existsSync(path)) throw new Error(`${path} does not exist`);
-    const module = await importModule(path);
-    const factory = module.bundledAgents;
-    if (typeof factory !== "function") throw new Error(`${path} does not export bundledAgents()`);
-    const agents = (await (factory as (o: BundledAgentOptions) => unknown)(options)) as unknown;
-    if (!Array.isArray(agents) || !agents.every(isAgent)) throw new Error("bundledAgents() did not return agents");
-    const tasks = typeof module.exampleTasks === "object" && module.exampleTasks !== null ? (module.exampleTasks as Record<string, string>) : undefined;
-    return { agents, source: "the bundled examples", tasks };
-  } catch (error) {
-    return { agents: [helloAgent()], source: "the built-in hello agent", note: `the bundled examples could not be loaded (${error instanceof Error ? error.message : String(error)})` };
-  }
+  if (!existsSync(path)) throw new Error(`the bundled examples are missing (${path}): reinstall tether-runtime, or pass --agents <module>`);
+  const module = await importModule(path);
+  const factory = module.bundledAgents;
+  if (typeof factory !== "function") throw new Error(`${path} does not export bundledAgents()`);
+  const agents = (await (factory as (o: BundledAgentOptions) => unknown)(options)) as unknown;
+  if (!Array.isArray(agents) || !agents.every(isAgent)) throw new Error(`bundledAgents() in ${path} did not return agents`);
+  const tasks = typeof module.exampleTasks === "object" && module.exampleTasks !== null ? (module.exampleTasks as Record<string, string>) : undefined;
+  return { agents, source: "the bundled examples", tasks };
 }
 
 /** `--agents <module>`, else `tether.config.*` in `cwd`, else the bundled examples. */

@@ -24,7 +24,7 @@ export function localActor(): string {
 }
 
 export function describeAgents(loaded: LoadedAgents): string {
-  return `${loaded.agents.map((a) => a.name).join(", ")} (from ${loaded.source})${loaded.note ? `\nnote: ${loaded.note}` : ""}`;
+  return `${loaded.agents.map((a) => a.name).join(", ")} (from ${loaded.source})`;
 }
 
 /** A runtime on the store file that executes runs (a worker). */
