@@ -41,6 +41,7 @@ import {
 } from "../src/index.js";
 import { restoreState } from "../src/engine/snapshot.js";
 import { seededRandom } from "../src/models/seeded-random.js";
+import { rowKey } from "../src/stores/sqlite-schema.js";
 
 const projectRoot = fileURLToPath(new URL("../", import.meta.url));
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number);
@@ -156,13 +157,18 @@ async function runDurable(runtime: Runtime, agentName: string): Promise<{ runId:
   return { runId: run.id, ms: ended - began };
 }
 
+function keyRange(db: Database.Database, runId: string): [number, number] {
+  const { rk } = db.prepare("SELECT rk FROM runs WHERE id = ?").get(runId) as { rk: number };
+  return [rowKey(rk, 0), rowKey(rk + 1, 0)];
+}
+
+/** The bytes of the rows the run inserted: keys counted as 8 bytes, integers as 8, text and blobs at their length. */
 function logicalBytes(db: Database.Database, runId: string): { total: number; messages: number; journal: number; snapshots: number } {
-  const one = (sql: string) => Number((db.prepare(sql).get(runId) as { n: number | null }).n ?? 0);
-  const journal = one("SELECT SUM(LENGTH(run_id) + 8 + LENGTH(type) + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE run_id = ?");
-  const messages = one("SELECT SUM(LENGTH(run_id) + 8 + LENGTH(body)) AS n FROM messages WHERE run_id = ?");
-  const snapshots = one(
-    "SELECT SUM(LENGTH(run_id) + 8 * 6 + LENGTH(chain) + LENGTH(checksum) + COALESCE(LENGTH(vars), 0)) AS n FROM snapshots WHERE run_id = ?",
-  );
+  const range = keyRange(db, runId);
+  const one = (sql: string) => Number((db.prepare(sql).get(...range) as { n: number | null }).n ?? 0);
+  const journal = one("SELECT SUM(8 + LENGTH(type) + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ?");
+  const messages = one("SELECT SUM(8 + LENGTH(body)) AS n FROM messages WHERE k >= ? AND k < ?");
+  const snapshots = one("SELECT SUM(8 + 8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0)) AS n FROM snapshots WHERE k >= ? AND k < ?");
   return { total: journal + messages + snapshots, messages, journal, snapshots };
 }
 
@@ -183,9 +189,10 @@ async function resumeOnce(path: string, runId: string, agent: AgentDefinition): 
 function floorOnce(path: string, runId: string, messageCount: number): number {
   const began = performance.now();
   const db = new Database(path, { readonly: true });
-  const bodies = db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx < ? ORDER BY idx").raw().all(runId, messageCount) as [string][];
+  const [from, to] = keyRange(db, runId);
+  const bodies = db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").raw().all(from, from + messageCount) as [string][];
   const messages = bodies.map((row) => JSON.parse(row[0]) as Message);
-  const vars = db.prepare("SELECT vars FROM snapshots WHERE run_id = ? AND vars IS NOT NULL ORDER BY seq DESC LIMIT 1").get(runId) as { vars: string };
+  const vars = db.prepare("SELECT vars FROM snapshots WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
   JSON.parse(vars.vars);
   const ms = performance.now() - began;
   if (messages.length !== messageCount) throw new Error("floor read the wrong number of messages");

@@ -28,6 +28,7 @@ const hints: Record<string, string> = {
   uncertain_effect: "resume with --resolve retry|skip|done",
   snapshot_corrupt: "nothing was deleted; fork the run from an earlier step with `tether fork <run> --from <step>`",
   halted: "lift the halt with `tether unhalt`",
+  store_too_new: "a newer Tether wrote this store: upgrade tether-runtime, or point --db at another file",
   unauthorized: "pass --token or set TETHER_TOKEN (an admin creates one with `tether token create --role operator --name <you>`)",
   forbidden: "use a token with a higher role (viewer < operator < admin)",
   unreachable: "start the server with `tether serve`, pass --url, or use --db <path> to work on the store directly",

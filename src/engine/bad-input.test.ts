@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import { perRun, rowKey } from "../stores/sqlite-schema.js";
 import { TetherError } from "./errors.js";
 import { tool } from "./tool.js";
 
@@ -40,10 +41,16 @@ async function pausedRun() {
   return { rt, run: paused };
 }
 
+/** The key of a run's row `n` in messages, journal or snapshots. */
+function keyOf(runId: string, n: number): number {
+  return rowKey(h!.store.runKey(runId)!, n);
+}
+
 function rowCounts(runId: string): Record<string, number> {
   const db = h!.store.database;
-  const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
-  return { messages: count("messages"), snapshots: count("snapshots"), effects: count("effects"), commands: count("commands") };
+  const byRunId = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
+  const byKey = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE k >= ? AND k < ?`).get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
+  return { messages: byKey("messages"), snapshots: byKey("snapshots"), effects: byRunId("effects"), commands: byRunId("commands") };
 }
 
 describe("unknown ids and refused transitions", () => {
@@ -101,10 +108,10 @@ describe("a corrupt snapshot", () => {
   it("refuses resume with snapshot_corrupt, deletes nothing and leaves the status as it was", async () => {
     const { rt, run } = await pausedRun();
     const db = h!.store.database;
-    const row = db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx = 1").get(run.id) as { body: string };
+    const row = db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string };
     const flipped = row.body.replace(/"assistant"/, '"assistbnt"');
     expect(flipped).not.toBe(row.body);
-    db.prepare("UPDATE messages SET body = ? WHERE run_id = ? AND idx = 1").run(flipped, run.id);
+    db.prepare("UPDATE messages SET body = ? WHERE k = ?").run(flipped, keyOf(run.id, 1));
     const before = rowCounts(run.id);
     const journalBefore = (await rt.journal(run.id)).length;
 
@@ -119,12 +126,14 @@ describe("a corrupt snapshot", () => {
     const journal = await rt.journal(run.id);
     expect(journal.length).toBe(journalBefore + 1);
     expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "resume", outcome: "refused: snapshot_corrupt" } });
-    expect((db.prepare("SELECT body FROM messages WHERE run_id = ? AND idx = 1").get(run.id) as { body: string }).body).toBe(flipped);
+    expect((db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string }).body).toBe(flipped);
   });
 
   it("refuses a snapshot whose vars were changed", async () => {
     const { rt, run } = await pausedRun();
-    h!.store.database.prepare("UPDATE snapshots SET vars = ? WHERE run_id = ? AND vars IS NOT NULL").run('{"turns":9,"topic":"tides"}', run.id);
+    h!.store.database
+      .prepare("UPDATE snapshots SET vars = ? WHERE k >= ? AND k < ? AND vars IS NOT NULL")
+      .run('{"turns":9,"topic":"tides"}', keyOf(run.id, 0), keyOf(run.id, perRun - 1));
     expect(await codeOf(rt.resume(run.id))).toBe("snapshot_corrupt");
     expect((await rt.get(run.id)).status).toBe("paused");
   });
@@ -146,7 +155,7 @@ describe("a corrupt snapshot", () => {
     await waitUntil(() => ledger.executionsOf("wait") === 1);
     await rt.pause(run.id);
     await rt.waitFor(run.id, ["paused"]);
-    h.store.database.prepare("UPDATE messages SET body = ? WHERE run_id = ? AND idx = 0").run('{"role":"tool"}', run.id);
+    h.store.database.prepare("UPDATE messages SET body = ? WHERE k = ?").run('{"role":"tool"}', keyOf(run.id, 0));
     await rt.cancel(run.id);
     const done = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 5_000 });
     expect(done.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);

@@ -24,6 +24,8 @@ export type ErrorCode =
   | "tool_error"
   | "tool_unavailable"
   | "store_error"
+  | "store_too_new"
+  | "store_limit"
   | "wait_timeout"
   | "not_found";
 

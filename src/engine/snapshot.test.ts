@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { harness, tempSqlite, type Harness, type TempSqlite } from "../testing/index.js";
 import type { SqliteStore } from "../stores/sqlite-store.js";
+import { rowKey } from "../stores/sqlite-schema.js";
 import { defineAgent } from "./agent.js";
 import { SnapshotCorruptError } from "./errors.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
@@ -86,9 +87,10 @@ describe("snapshots", () => {
     expect(docSizes.get(500)! / docSizes.get(10)!).toBeLessThan(1.1);
 
     const db = store.database;
-    const varsRows = db.prepare("SELECT count(*) AS n FROM snapshots WHERE run_id = ? AND vars IS NOT NULL").get(run.id) as { n: number };
+    const range = [rowKey(store.runKey(run.id)!, 0), rowKey(store.runKey(run.id)! + 1, 0)];
+    const varsRows = db.prepare("SELECT count(*) AS n FROM snapshots WHERE k >= ? AND k < ? AND vars IS NOT NULL").get(...range) as { n: number };
     expect(varsRows.n).toBe(6);
-    const messageBytes = db.prepare("SELECT sum(length(body)) AS n FROM messages WHERE run_id = ?").get(run.id) as { n: number };
+    const messageBytes = db.prepare("SELECT sum(length(body)) AS n FROM messages WHERE k >= ? AND k < ?").get(...range) as { n: number };
     expect(messageBytes.n).toBeLessThan(500 * 1_200);
   });
 

@@ -22,6 +22,8 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,
+  store_too_new: 503,
+  store_limit: 507,
   wait_timeout: 504,
 };
 

@@ -19,107 +19,28 @@ import type {
   UpdateResult,
 } from "../engine/store.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
+import { WalCheckpointer } from "./sqlite-checkpointer.js";
+import { ensureLayout } from "./sqlite-migration.js";
+import { perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
-const schema = `
-CREATE TABLE IF NOT EXISTS runs (
-  id TEXT PRIMARY KEY,
-  agent TEXT NOT NULL,
-  status TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  lease_until INTEGER,
-  vars_seq INTEGER NOT NULL DEFAULT 0,
-  doc TEXT NOT NULL
-);
--- By status alone: an index holding updated_at would be rewritten by every update of a run,
--- one more page written in every commit.
-DROP INDEX IF EXISTS runs_status;
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
-CREATE INDEX IF NOT EXISTS runs_updated ON runs(updated_at);
-CREATE TABLE IF NOT EXISTS journal (
-  run_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  type TEXT NOT NULL,
-  at INTEGER NOT NULL,
-  call_seq INTEGER,
-  data TEXT NOT NULL,
-  PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
--- A rowid table on purpose: a WITHOUT ROWID row larger than ~1 KB (on 4 KB pages) spills into
--- an overflow page of its own, so each ~1 KB message would cost over 4 KB on disk.
-CREATE TABLE IF NOT EXISTS messages (
-  run_id TEXT NOT NULL,
-  idx INTEGER NOT NULL,
-  body TEXT NOT NULL,
-  PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS snapshots (
-  run_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  step INTEGER NOT NULL,
-  msg_count INTEGER NOT NULL,
-  chain TEXT NOT NULL,
-  checksum TEXT NOT NULL,
-  schema_version INTEGER NOT NULL,
-  at INTEGER NOT NULL,
-  vars TEXT,
-  vars_seq INTEGER NOT NULL,
-  PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS commands (
-  id TEXT PRIMARY KEY,
-  run_id TEXT,
-  type TEXT NOT NULL,
-  actor TEXT NOT NULL,
-  reason TEXT,
-  payload TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  applied_at INTEGER,
-  outcome TEXT
-);
-CREATE INDEX IF NOT EXISTS commands_run ON commands(run_id, created_at);
-CREATE TABLE IF NOT EXISTS effects (
-  run_id TEXT NOT NULL,
-  call_seq INTEGER NOT NULL,
-  tool TEXT NOT NULL,
-  input TEXT NOT NULL,
-  result TEXT NOT NULL,
-  state TEXT NOT NULL,
-  attempts INTEGER NOT NULL,
-  error TEXT,
-  updated_at INTEGER NOT NULL,
-  PRIMARY KEY (run_id, call_seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS halts (
-  scope TEXT PRIMARY KEY,
-  actor TEXT NOT NULL,
-  reason TEXT,
-  at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tokens (
-  id TEXT PRIMARY KEY,
-  name TEXT NOT NULL,
-  role TEXT NOT NULL,
-  hash TEXT NOT NULL UNIQUE,
-  created_at INTEGER NOT NULL,
-  revoked_at INTEGER
-);
-`;
-
-/** Every statement the store runs, by name. */
+/** Every statement the store runs, by name. Keys: see `rowKey` in sqlite-schema.ts. */
 const statementSql = {
-  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_at, lease_until, vars_seq, doc) VALUES (?, ?, ?, ?, ?, NULL, 1, ?)",
-  getRun: "SELECT doc, vars_seq FROM runs WHERE id = ?",
-  saveRun: "UPDATE runs SET status = ?, updated_at = ?, lease_until = ?, vars_seq = ?, doc = ? WHERE id = ?",
-  insertJournal: "INSERT INTO journal (run_id, seq, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?, ?)",
-  readJournal: "SELECT seq, type, at, call_seq, data FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-  insertMessage: "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-  readMessages: "SELECT body FROM messages WHERE run_id = ? AND idx < ? ORDER BY idx",
-  readMessage: "SELECT body FROM messages WHERE run_id = ? AND idx = ?",
-  insertSnapshot: "INSERT INTO snapshots (run_id, seq, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-  latestSnapshot: "SELECT * FROM snapshots WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
-  snapshotAtStep: "SELECT * FROM snapshots WHERE run_id = ? AND step <= ? ORDER BY seq DESC LIMIT 1",
-  snapshotVars: "SELECT vars FROM snapshots WHERE run_id = ? AND seq = ?",
+  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_seq, doc) VALUES (?, ?, ?, ?, ?, NULL, 1, ?)",
+  runKey: "SELECT rk FROM runs WHERE id = ?",
+  getRun: "SELECT doc FROM runs WHERE id = ?",
+  getRunByKey: "SELECT doc, status, updated_bucket, vars_seq FROM runs WHERE rk = ?",
+  // The indexed columns are written only when they change: see sqlite-schema.ts.
+  saveRun: "UPDATE runs SET lease_until = ?, vars_seq = ?, doc = ? WHERE rk = ?",
+  saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_seq = ?, doc = ? WHERE rk = ?",
+  insertJournal: "INSERT INTO journal (k, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?)",
+  readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? ORDER BY k LIMIT ?",
+  insertMessage: "INSERT INTO messages (k, body) VALUES (?, ?)",
+  readMessages: "SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k",
+  readMessage: "SELECT body FROM messages WHERE k = ?",
+  insertSnapshot: "INSERT INTO snapshots (k, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  latestSnapshot: "SELECT * FROM snapshots WHERE k > ? AND k < ? ORDER BY k DESC LIMIT 1",
+  snapshotAtStep: "SELECT * FROM snapshots WHERE k > ? AND k < ? AND step <= ? ORDER BY k DESC LIMIT 1",
+  snapshotVars: "SELECT vars FROM snapshots WHERE k = ?",
   insertCommand: "INSERT INTO commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
   applyCommand: "UPDATE commands SET applied_at = ?, outcome = ? WHERE id = ?",
   listCommands: "SELECT * FROM commands WHERE run_id = ? ORDER BY created_at, rowid",
@@ -129,9 +50,9 @@ const statementSql = {
   listHalts: "SELECT * FROM halts ORDER BY at",
   setHalt: "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
   clearHalt: "DELETE FROM halts WHERE scope = ?",
-  claimable: `SELECT doc, vars_seq FROM runs WHERE status = 'queued'
+  claimable: `SELECT doc FROM runs WHERE status = 'queued'
        OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < ?))
-     ORDER BY updated_at LIMIT ?`,
+     ORDER BY updated_bucket, rk LIMIT ?`,
   saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
   tokenByHash: "SELECT * FROM tokens WHERE hash = ?",
   listTokens: "SELECT * FROM tokens ORDER BY created_at",
@@ -166,23 +87,41 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
 }
 
+/** Page size of a new file: a ~1 KB message fits seven to a page instead of three. */
+const newFilePageSize = 8192;
+/** Write transactions on one connection before its checkpoints move to a worker thread. */
+const checkpointerAfterWrites = 64;
+/** SQLite's automatic checkpoint threshold (pages) while the worker thread checkpoints: a backstop only. */
+const backstopCheckpointPages = 20_000;
+
 /** The embedded default store: one SQLite file in WAL mode, shared safely by several processes. */
 export class SqliteStore implements Store {
   readonly kind = "sqlite";
   readonly path: string;
   private readonly db: Database.Database;
   private readonly statements: Record<StatementName, Database.Statement>;
+  /** Run id → run key; a run's key never changes and runs are never deleted. */
+  private readonly runKeys = new Map<string, number>();
+  private writes = 0;
+  private checkpointer: WalCheckpointer | undefined;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
-    this.db = new Database(options.path);
-    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-    this.db.pragma("journal_mode = WAL");
-    // WAL with synchronous=NORMAL survives any process crash (SIGKILL included); only an OS
-    // crash or power loss can lose the last transactions.
-    this.db.pragma("synchronous = NORMAL");
-    this.db.exec(schema);
+    try {
+      this.db = new Database(options.path);
+      this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+      // Takes effect only in a new, empty file (before WAL mode and the first table).
+      this.db.pragma(`page_size = ${newFilePageSize}`);
+      this.db.pragma("journal_mode = WAL");
+      // WAL with synchronous=NORMAL survives any process crash (SIGKILL included); only an OS
+      // crash or power loss can lose the last transactions.
+      this.db.pragma("synchronous = NORMAL");
+      ensureLayout(this.db, options.path);
+    } catch (error) {
+      if (TetherError.isInstance(error)) throw error;
+      throw new TetherError("store_error", `cannot open the sqlite store at ${options.path}: ${(error as Error).message}`, undefined, { cause: error });
+    }
     this.statements = preparedOnFirstUse(this.db, statementSql);
   }
 
@@ -191,20 +130,31 @@ export class SqliteStore implements Store {
     return this.db;
   }
 
+  /** The run's integer key (its rows in journal, messages and snapshots are keyed by it), or undefined. */
+  runKey(runId: string): number | undefined {
+    let rk = this.runKeys.get(runId);
+    if (rk === undefined) {
+      rk = (this.statements.runKey.get(runId) as { rk: number } | undefined)?.rk;
+      if (rk !== undefined) this.runKeys.set(runId, rk);
+    }
+    return rk;
+  }
+
   async createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord> {
     return this.createRunSync(run, initial, journal);
   }
 
-  private createRunSync = (run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): RunRecord =>
-    this.db.transaction(() => {
-      const record = newRunRecord(run);
-      this.statements.insertRun.run(run.id, run.agent, run.status, run.createdAt, run.createdAt, JSON.stringify(record));
-      const state = { record, varsSeq: 1 };
-      this.writeSnapshot(state, initial, true);
-      this.writeJournal(state.record, journal);
-      this.saveRecord(state.record, state.varsSeq);
-      return state.record;
-    })();
+  private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): RunRecord => {
+    const record = newRunRecord(run);
+    const inserted = this.statements.insertRun.run(run.id, run.agent, run.status, run.createdAt, updatedBucket(run.createdAt), JSON.stringify(record));
+    const rk = Number(inserted.lastInsertRowid);
+    const state = { rk, record, varsSeq: 1 };
+    this.writeSnapshot(state, initial, true);
+    this.writeJournal(state, journal);
+    this.saveRecord(state, { status: "", bucket: -1 });
+    this.runKeys.set(run.id, rk);
+    return state.record;
+  });
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
     const row = this.statements.getRun.get(runId) as { doc: string } | undefined;
@@ -223,8 +173,9 @@ export class SqliteStore implements Store {
       params.push(filter.agent);
     }
     if (filter.updatedAfter !== undefined) {
-      where.push("updated_at > ?");
-      params.push(filter.updatedAfter);
+      // The indexed bucket is the time rounded up, so it narrows to a superset; the record's own time decides.
+      where.push("updated_bucket > ? AND json_extract(doc, '$.updatedAt') > ?");
+      params.push(filter.updatedAfter, filter.updatedAfter);
     }
     const sql = `SELECT doc FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT ?`;
     params.push(filter.limit ?? 100);
@@ -236,14 +187,15 @@ export class SqliteStore implements Store {
   }
 
   private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => {
-    const row = this.statements.getRun.get(update.runId) as { doc: string; vars_seq: number } | undefined;
-    if (!row) throw new RunNotFoundError(update.runId);
+    const rk = this.runKey(update.runId);
+    if (rk === undefined) throw new RunNotFoundError(update.runId);
+    const row = this.statements.getRunByKey.get(rk) as { doc: string; status: string; updated_bucket: number; vars_seq: number };
     const current = JSON.parse(row.doc) as RunRecord;
     if (!expectationsHold(current, update.expect)) return { ok: false, run: current };
     const record = applyRunPatch(current, update);
-    const state = { record, varsSeq: row.vars_seq };
+    const state = { rk, record, varsSeq: row.vars_seq };
     if (update.snapshot) this.writeSnapshot(state, update.snapshot, false);
-    const journal = update.journal ? this.writeJournal(state.record, update.journal) : [];
+    const journal = update.journal ? this.writeJournal(state, update.journal) : [];
     for (const effect of update.effects ?? []) {
       this.statements.upsertEffect.run(
         update.runId,
@@ -259,7 +211,7 @@ export class SqliteStore implements Store {
     }
     if (update.insertCommand) this.insertCommandSync(update.insertCommand);
     for (const applied of update.appliedCommands ?? []) this.statements.applyCommand.run(applied.appliedAt, applied.outcome, applied.id);
-    this.saveRecord(state.record, state.varsSeq);
+    this.saveRecord(state, { status: row.status, bucket: row.updated_bucket });
     return { ok: true, run: state.record, journal };
   });
 
@@ -267,47 +219,64 @@ export class SqliteStore implements Store {
     // Built once, on first use (the database is opened after the field initialisers run).
     let transaction: Database.Transaction<(...args: A) => R> | undefined;
     return (...args: A) => {
+      let result: R;
       try {
         transaction ??= this.db.transaction(fn);
         // IMMEDIATE takes the write lock up front, so two processes never deadlock on upgrade.
-        return transaction.immediate(...args);
+        result = transaction.immediate(...args);
       } catch (error) {
         if (TetherError.isInstance(error)) throw error;
         throw new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
       }
+      if (++this.writes === checkpointerAfterWrites) this.startCheckpointer();
+      return result;
     };
   }
 
-  private saveRecord(record: RunRecord, varsSeq: number): void {
-    this.statements.saveRun.run(record.status, record.updatedAt, record.lease?.until ?? null, varsSeq, JSON.stringify(record), record.id);
+  /** A connection that keeps writing checkpoints from a worker thread from now on. */
+  private startCheckpointer(): void {
+    if (this.path === ":memory:" || this.checkpointer) return;
+    this.checkpointer = new WalCheckpointer(this.path, () => {
+      if (this.db.open) this.db.pragma("wal_autocheckpoint = 1000");
+    });
+    this.db.pragma(`wal_autocheckpoint = ${backstopCheckpointPages}`);
   }
 
-  private writeJournal(record: RunRecord, entries: JournalInput[]): JournalEntry[] {
+  private saveRecord(state: RowState, stored: { status: string; bucket: number }): void {
+    const { record } = state;
+    const bucket = updatedBucket(record.updatedAt);
+    const doc = JSON.stringify(record);
+    const leaseUntil = record.lease?.until ?? null;
+    if (record.status === stored.status && bucket === stored.bucket) this.statements.saveRun.run(leaseUntil, state.varsSeq, doc, state.rk);
+    else this.statements.saveRunIndexed.run(record.status, bucket, leaseUntil, state.varsSeq, doc, state.rk);
+  }
+
+  private writeJournal(state: RowState, entries: JournalInput[]): JournalEntry[] {
+    const { record } = state;
     const written: JournalEntry[] = [];
     for (const entry of entries) {
       const seq = ++record.journalSeq;
-      this.statements.insertJournal.run(record.id, seq, entry.type, entry.at, entry.callSeq ?? null, JSON.stringify(entry.data));
+      this.statements.insertJournal.run(rowKey(state.rk, seq), entry.type, entry.at, entry.callSeq ?? null, JSON.stringify(entry.data));
       written.push({ ...entry, runId: record.id, seq });
     }
     return written;
   }
 
-  private writeSnapshot(state: { record: RunRecord; varsSeq: number }, snapshot: SnapshotWrite, first: boolean): void {
-    const { record } = state;
+  private writeSnapshot(state: RowState, snapshot: SnapshotWrite, first: boolean): void {
+    const { record, rk } = state;
     const { head } = snapshot;
     const firstIndex = head.messageCount - snapshot.appendMessages.length;
     for (let i = 0; i < snapshot.appendMessages.length; i++) {
-      this.statements.insertMessage.run(record.id, firstIndex + i, snapshot.appendMessages[i]);
+      this.statements.insertMessage.run(rowKey(rk, firstIndex + i), snapshot.appendMessages[i]);
     }
     const seq = first ? 1 : record.snapshotSeq + 1;
     if (snapshot.varsJson !== undefined) state.varsSeq = seq;
     this.statements.insertSnapshot.run(
-      record.id,
-      seq,
+      rowKey(rk, seq),
       head.step,
       head.messageCount,
-      head.chain,
-      head.checksum,
+      Number.parseInt(head.chain, 16),
+      Buffer.from(head.checksum, "hex"),
       head.schemaVersion,
       head.at,
       snapshot.varsJson ?? null,
@@ -318,16 +287,20 @@ export class SqliteStore implements Store {
   }
 
   async readJournal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
-    const rows = this.statements.readJournal.all(runId, options.afterSeq ?? 0, options.limit ?? 1000) as {
-      seq: number;
+    const rk = this.runKey(runId);
+    const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
+    if (rk === undefined || afterSeq >= perRun) return [];
+    const rows = this.statements.readJournal.all(rowKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
+      k: number;
       type: JournalEntry["type"];
       at: number;
       call_seq: number | null;
       data: string;
     }[];
+    const base = rowKey(rk, 0);
     return rows.map((row) => ({
       runId,
-      seq: row.seq,
+      seq: row.k - base,
       type: row.type,
       at: row.at,
       ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
@@ -336,23 +309,24 @@ export class SqliteStore implements Store {
   }
 
   async loadState(runId: string, options: { atStep?: number } = {}): Promise<StoredState> {
+    const rk = this.runKey(runId);
+    if (rk === undefined) throw new RunNotFoundError(runId);
+    const [from, to] = [rowKey(rk, 0), rowKey(rk + 1, 0)];
     const row = (
-      options.atStep === undefined ? this.statements.latestSnapshot.get(runId) : this.statements.snapshotAtStep.get(runId, options.atStep)
+      options.atStep === undefined ? this.statements.latestSnapshot.get(from, to) : this.statements.snapshotAtStep.get(from, to, options.atStep)
     ) as SnapshotRow | undefined;
-    if (!row) {
-      if (!(await this.getRun(runId))) throw new RunNotFoundError(runId);
-      throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
-    }
-    const varsRow = (row.vars_seq === row.seq ? row : this.statements.snapshotVars.get(runId, row.vars_seq)) as { vars: string | null } | undefined;
+    if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
+    const seq = row.k - from;
+    const varsRow = (row.vars_seq === seq ? row : this.statements.snapshotVars.get(rowKey(rk, row.vars_seq))) as { vars: string | null } | undefined;
     if (!varsRow || varsRow.vars === null) throw new SnapshotCorruptError(runId, `vars of snapshot ${row.vars_seq} are missing`);
-    const messages = (this.statements.readMessages.raw().all(runId, row.msg_count) as [string][]).map((r) => r[0]);
+    const messages = (this.statements.readMessages.raw().all(from, from + row.msg_count) as [string][]).map((r) => r[0]);
     return {
       head: {
-        seq: row.seq,
+        seq,
         step: row.step,
         messageCount: row.msg_count,
-        chain: row.chain,
-        checksum: row.checksum,
+        chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
+        checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
         schemaVersion: row.schema_version,
         at: row.at,
         varsSeq: row.vars_seq,
@@ -364,8 +338,11 @@ export class SqliteStore implements Store {
 
   async readMessages(runId: string, indexes: readonly number[]): Promise<Map<number, string>> {
     const found = new Map<number, string>();
+    const rk = this.runKey(runId);
+    if (rk === undefined) return found;
     for (const index of indexes) {
-      const row = this.statements.readMessage.get(runId, index) as { body: string } | undefined;
+      if (!Number.isInteger(index) || index < 0 || index >= perRun) continue;
+      const row = this.statements.readMessage.get(rowKey(rk, index)) as { body: string } | undefined;
       if (row) found.set(index, row.body);
     }
     return found;
@@ -447,16 +424,28 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    const checkpointer = this.checkpointer;
+    this.checkpointer = undefined;
+    // Its connection closes first, so this one is the last and checkpoints and removes the WAL.
+    await checkpointer?.close();
     if (this.db.open) this.db.close();
   }
 }
 
+/** What a write transaction carries along for one run. */
+interface RowState {
+  rk: number;
+  record: RunRecord;
+  varsSeq: number;
+}
+
 interface SnapshotRow {
-  seq: number;
+  k: number;
   step: number;
   msg_count: number;
-  chain: string;
-  checksum: string;
+  /** An integer, unless the row was written by an older snapshot schema (or tampered with). */
+  chain: number | string;
+  checksum: Buffer | string;
   schema_version: number;
   at: number;
   vars: string | null;

@@ -6,6 +6,7 @@ import { Runtime } from "../../src/engine/runtime.js";
 import type { JournalEntry } from "../../src/engine/store.js";
 import { ModelRegistry } from "../../src/models/model-registry.js";
 import { SqliteStore } from "../../src/stores/sqlite-store.js";
+import { rowKey } from "../../src/stores/sqlite-schema.js";
 import { createApp } from "../../src/server/app.js";
 import type { Role, RunView } from "../../src/server/api-types.js";
 import { createApiToken } from "../../src/server/tokens.js";
@@ -512,14 +513,16 @@ describe("HTTP API: every error has its code and changes nothing", () => {
   it("a corrupt snapshot → 409 snapshot_corrupt, and nothing is deleted", async () => {
     const id = await pausedWriterWithEffects(env);
     const db = new Database(env.dbPath);
-    db.prepare("UPDATE snapshots SET checksum = 'tampered' WHERE run_id = ? AND seq = (SELECT MAX(seq) FROM snapshots WHERE run_id = ?)").run(id, id);
+    const { rk } = db.prepare("SELECT rk FROM runs WHERE id = ?").get(id) as { rk: number };
+    const range = [rowKey(rk, 0), rowKey(rk + 1, 0)];
+    db.prepare("UPDATE snapshots SET checksum = 'tampered' WHERE k = (SELECT MAX(k) FROM snapshots WHERE k >= ? AND k < ?)").run(...range);
     const before = await observe(env, id);
     const state = await env.call("GET", `/runs/${id}/state`, { token: env.tokens.viewer });
     expect(state.status).toBe(409);
     expect(state.body.error.code).toBe("snapshot_corrupt");
     expect(await observe(env, id)).toEqual(before);
     await refusedAsCommand(`/runs/${id}/resume`, { token: op() }, 409, "snapshot_corrupt", id);
-    const rows = db.prepare("SELECT COUNT(*) AS n FROM snapshots WHERE run_id = ?").get(id) as { n: number };
+    const rows = db.prepare("SELECT COUNT(*) AS n FROM snapshots WHERE k >= ? AND k < ?").get(...range) as { n: number };
     expect(rows.n).toBeGreaterThan(0);
     db.close();
   });

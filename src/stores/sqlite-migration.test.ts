@@ -1,0 +1,128 @@
+import Database from "better-sqlite3";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { bundledAgents } from "../../examples/index.js";
+import { Runtime } from "../engine/runtime.js";
+import { restoreState } from "../engine/snapshot.js";
+import { ModelRegistry } from "../models/model-registry.js";
+import { storeLayout } from "./sqlite-schema.js";
+import { SqliteStore } from "./sqlite-store.js";
+
+/**
+ * `fixtures/layout-2.db` was written by Tether before layout 3 (commit 3fd0242): one
+ * deep-research run completed, one paused by a person after three steps.
+ */
+const fixture = fileURLToPath(new URL("./fixtures/layout-2.db", import.meta.url));
+const completedId = "run_a37676369495867b";
+const pausedId = "run_00beaedde65c5016";
+
+let dir: string | undefined;
+afterEach(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+function copyOfFixture(): string {
+  dir = mkdtempSync(join(tmpdir(), "tether-migration-"));
+  const path = join(dir, "tether.db");
+  copyFileSync(fixture, path);
+  return path;
+}
+
+/** Everything a user sees of a run, read straight from the layout-2 file. */
+function layout2View(path: string, runId: string) {
+  const db = new Database(path, { readonly: true });
+  try {
+    const doc = JSON.parse((db.prepare("SELECT doc FROM runs WHERE id = ?").get(runId) as { doc: string }).doc);
+    const journal = db.prepare("SELECT seq, type, at, data FROM journal WHERE run_id = ? ORDER BY seq").all(runId) as { seq: number; type: string; at: number; data: string }[];
+    const messages = db.prepare("SELECT body FROM messages WHERE run_id = ? ORDER BY idx").all(runId) as { body: string }[];
+    const commands = db.prepare("SELECT id FROM commands WHERE run_id = ?").all(runId);
+    const effects = db.prepare("SELECT call_seq FROM effects WHERE run_id = ?").all(runId);
+    return {
+      doc,
+      journal: journal.map((row) => ({ seq: row.seq, type: row.type, at: row.at, data: JSON.parse(row.data) })),
+      messages: messages.map((row) => JSON.parse(row.body)),
+      commands: commands.length,
+      effects: effects.length,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+describe("a store written by an earlier Tether (layout 2)", () => {
+  it("is migrated on open: every run, journal entry, message, command and effect is kept", async () => {
+    const path = copyOfFixture();
+    const before = [completedId, pausedId].map((id) => layout2View(path, id));
+    expect(before[1].doc.status).toBe("paused");
+
+    const store = new SqliteStore({ path });
+    try {
+      expect(store.database.pragma("user_version", { simple: true })).toBe(storeLayout);
+      for (const [i, id] of [completedId, pausedId].entries()) {
+        expect(await store.getRun(id)).toEqual(before[i].doc);
+        const journal = await store.readJournal(id, { limit: 10_000 });
+        expect(journal.map((e) => ({ seq: e.seq, type: e.type, at: e.at, data: e.data }))).toEqual(before[i].journal);
+        const { state } = restoreState(id, await store.loadState(id));
+        expect(state.messages).toEqual(before[i].messages);
+        expect((await store.listCommands(id)).length).toBe(before[i].commands);
+        expect((await store.listEffects(id)).length).toBe(before[i].effects);
+      }
+      // An earlier snapshot restores too (fork reads them).
+      const early = restoreState(completedId, await store.loadState(completedId, { atStep: 2 }));
+      expect(early.state.messages.length).toBeLessThan(before[0].messages.length);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("resumes the paused run to completion after the migration", async () => {
+    const path = copyOfFixture();
+    const store = new SqliteStore({ path });
+    const runtime = new Runtime({
+      agents: bundledAgents({ dataDir: join(dir!, "examples"), tokensPerSecond: Number.POSITIVE_INFINITY }),
+      store,
+      resolveModel: new ModelRegistry().resolver,
+    });
+    try {
+      // The fixture's one-word question makes the simulated researcher search the same words
+      // again, and the run was paused during that repeat: the loop guard would stop it at once.
+      await runtime.resume(pausedId, { actor: "test", force: true, budgets: { maxRepeatedToolCalls: 5 } });
+      const done = await runtime.waitFor(pausedId, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+      expect({ status: done.status, reason: done.statusReason, error: done.error }).toEqual({ status: "completed", reason: null, error: null });
+      const journal = await runtime.journal(pausedId, { limit: 10_000 });
+      const started = journal.filter((e) => e.type === "call.started").map((e) => e.callSeq);
+      expect(new Set(started).size).toBe(started.length);
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+
+  it("is opened by a second connection without migrating twice", async () => {
+    const path = copyOfFixture();
+    const first = new SqliteStore({ path });
+    const second = new SqliteStore({ path });
+    try {
+      expect((await second.getRun(pausedId))?.status).toBe("paused");
+      expect(second.database.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name LIKE '%layout2'").get()).toEqual({ n: 0 });
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
+  it("refuses a file from a newer Tether with store_too_new and leaves it untouched", async () => {
+    const path = copyOfFixture();
+    const db = new Database(path);
+    db.pragma(`user_version = ${storeLayout + 1}`);
+    db.close();
+    expect(() => new SqliteStore({ path })).toThrow(expect.objectContaining({ code: "store_too_new" }));
+    const after = new Database(path, { readonly: true });
+    expect(after.prepare("SELECT count(*) AS n FROM runs").get()).toEqual({ n: 2 });
+    after.close();
+  });
+});

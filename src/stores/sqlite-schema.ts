@@ -1,0 +1,120 @@
+import type Database from "better-sqlite3";
+import { TetherError } from "../engine/errors.js";
+
+/**
+ * The SQLite store's tables (layout 3, recorded in `PRAGMA user_version`).
+ *
+ * A run's messages, journal entries and snapshot heads are keyed by one integer, the run's key
+ * (`runs.rk`) times 2^26 plus the entry's number: each is a plain rowid table with no second
+ * index, a run's rows lie together in key order, and appending a step touches one leaf page
+ * of each table. A text run id in every row and a primary-key index beside each table cost
+ * about a third of the bytes a step wrote, and one more page written in every commit.
+ */
+export const storeLayout = 3;
+
+/** Entries per run in each keyed table: message indexes, journal and snapshot numbers stay below it. */
+export const perRun = 2 ** 26;
+/** Run keys stay below this, so every row key is a safe integer in JavaScript. */
+const maxRunKey = 2 ** 27;
+
+export function rowKey(rk: number, n: number): number {
+  if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} messages, journal entries and snapshots (run key ${rk}, entry ${n})`);
+  if (rk >= maxRunKey) throw new TetherError("store_limit", `this store holds at most ${maxRunKey - 1} runs`);
+  return rk * perRun + n;
+}
+
+/** The updated time rounded up to the second: the indexed column moves at most once a second per run. */
+export function updatedBucket(updatedAt: number): number {
+  return Math.ceil(updatedAt / 1000) * 1000;
+}
+
+/**
+ * `runs.status` and `runs.updated_bucket` are indexed, so an update writes them only when they
+ * change (every other step would otherwise rewrite two index pages as well). `doc` is the run
+ * record as JSON.
+ */
+const runTables = `
+CREATE TABLE runs (
+  rk INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  agent TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_bucket INTEGER NOT NULL,
+  lease_until INTEGER,
+  vars_seq INTEGER NOT NULL,
+  doc TEXT NOT NULL
+);
+CREATE INDEX runs_by_status ON runs(status);
+CREATE INDEX runs_by_updated ON runs(updated_bucket);
+CREATE TABLE journal (
+  k INTEGER PRIMARY KEY,
+  type TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  call_seq INTEGER,
+  data TEXT NOT NULL
+);
+CREATE TABLE messages (
+  k INTEGER PRIMARY KEY,
+  body TEXT NOT NULL
+);
+CREATE TABLE snapshots (
+  k INTEGER PRIMARY KEY,
+  step INTEGER NOT NULL,
+  msg_count INTEGER NOT NULL,
+  chain INTEGER NOT NULL,
+  checksum BLOB NOT NULL,
+  schema_version INTEGER NOT NULL,
+  at INTEGER NOT NULL,
+  vars TEXT,
+  vars_seq INTEGER NOT NULL
+);
+`;
+
+/** Tables layout 2 had in the same form. */
+export const sharedTables = `
+CREATE TABLE IF NOT EXISTS commands (
+  id TEXT PRIMARY KEY,
+  run_id TEXT,
+  type TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  reason TEXT,
+  payload TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  applied_at INTEGER,
+  outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS commands_run ON commands(run_id, created_at);
+CREATE TABLE IF NOT EXISTS effects (
+  run_id TEXT NOT NULL,
+  call_seq INTEGER NOT NULL,
+  tool TEXT NOT NULL,
+  input TEXT NOT NULL,
+  result TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  error TEXT,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, call_seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS halts (
+  scope TEXT PRIMARY KEY,
+  actor TEXT NOT NULL,
+  reason TEXT,
+  at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+`;
+
+/** Creates the tables of layout 3 (those keyed by run first; the rest only where missing). */
+export function createLayout3(db: Database.Database): void {
+  db.exec(runTables);
+  db.exec(sharedTables);
+}
