@@ -162,13 +162,18 @@ function keyRange(db: Database.Database, runId: string): [number, number] {
   return [rowKey(rk, 0), rowKey(rk + 1, 0)];
 }
 
-/** The bytes of the rows the run inserted: keys counted as 8 bytes, integers as 8, text and blobs at their length. */
+/**
+ * The bytes of the rows the run inserted: keys and integers counted as 8 bytes, text and blobs
+ * at their length; a journal entry's snapshot columns count as snapshot bytes.
+ */
 function logicalBytes(db: Database.Database, runId: string): { total: number; messages: number; journal: number; snapshots: number } {
   const range = keyRange(db, runId);
   const one = (sql: string) => Number((db.prepare(sql).get(...range) as { n: number | null }).n ?? 0);
   const journal = one("SELECT SUM(8 + LENGTH(type) + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ?");
   const messages = one("SELECT SUM(8 + LENGTH(body)) AS n FROM messages WHERE k >= ? AND k < ?");
-  const snapshots = one("SELECT SUM(8 + 8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0)) AS n FROM snapshots WHERE k >= ? AND k < ?");
+  const snapshots = one(
+    "SELECT SUM(8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0) + 8 * (snap_at IS NOT NULL)) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL",
+  );
   return { total: journal + messages + snapshots, messages, journal, snapshots };
 }
 
@@ -192,7 +197,7 @@ function floorOnce(path: string, runId: string, messageCount: number): number {
   const [from, to] = keyRange(db, runId);
   const bodies = db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").raw().all(from, from + messageCount) as [string][];
   const messages = bodies.map((row) => JSON.parse(row[0]) as Message);
-  const vars = db.prepare("SELECT vars FROM snapshots WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
+  const vars = db.prepare("SELECT vars FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
   JSON.parse(vars.vars);
   const ms = performance.now() - began;
   if (messages.length !== messageCount) throw new Error("floor read the wrong number of messages");

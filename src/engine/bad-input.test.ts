@@ -50,7 +50,8 @@ function rowCounts(runId: string): Record<string, number> {
   const db = h!.store.database;
   const byRunId = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
   const byKey = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE k >= ? AND k < ?`).get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
-  return { messages: byKey("messages"), snapshots: byKey("snapshots"), effects: byRunId("effects"), commands: byRunId("commands") };
+  const snapshots = (db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
+  return { messages: byKey("messages"), snapshots, effects: byRunId("effects"), commands: byRunId("commands") };
 }
 
 describe("unknown ids and refused transitions", () => {
@@ -132,7 +133,7 @@ describe("a corrupt snapshot", () => {
   it("refuses a snapshot whose vars were changed", async () => {
     const { rt, run } = await pausedRun();
     h!.store.database
-      .prepare("UPDATE snapshots SET vars = ? WHERE k >= ? AND k < ? AND vars IS NOT NULL")
+      .prepare("UPDATE journal SET vars = ? WHERE k >= ? AND k < ? AND vars IS NOT NULL")
       .run('{"turns":9,"topic":"tides"}', keyOf(run.id, 0), keyOf(run.id, perRun - 1));
     expect(await codeOf(rt.resume(run.id))).toBe("snapshot_corrupt");
     expect((await rt.get(run.id)).status).toBe("paused");

@@ -28,41 +28,73 @@ function currentLayout(db: Database.Database): number {
 }
 
 /**
- * Layout 2 → layout 3, inside the caller's transaction: every run gets an integer key, and
- * its journal, messages and snapshots are copied under keys built from it; snapshot chains and
- * checksums become an integer and a blob. Commands, effects, halts and tokens are unchanged.
- * Nothing is dropped before its rows are copied, and a failure rolls the whole file back.
+ * Layout 2 → layout 3, inside the caller's transaction: every run gets an integer key, and its
+ * journal and messages are copied under keys built from it. Each snapshot head moves onto a
+ * journal entry of its run: the first entry, after the one the previous snapshot went on, not
+ * older than the snapshot (the engine wrote every snapshot with entries of the same time).
+ * Commands, effects, halts and tokens are unchanged. Nothing is dropped before its rows are
+ * copied and counted, and any failure rolls the whole file back.
  */
 export function migrateFromLayout2(db: Database.Database): void {
   for (const index of ["runs_status", "runs_by_status", "runs_updated"]) db.exec(`DROP INDEX IF EXISTS ${index}`);
   for (const table of ["runs", "journal", "messages", "snapshots"]) db.exec(`ALTER TABLE ${table} RENAME TO ${table}_layout2`);
   createLayout3(db);
   db.exec(`
-    INSERT INTO runs (rk, id, agent, status, created_at, updated_bucket, lease_until, vars_seq, doc)
-      SELECT rowid, id, agent, status, created_at, ((updated_at + 999) / 1000) * 1000, lease_until, vars_seq, doc FROM runs_layout2 ORDER BY rowid;
+    INSERT INTO runs (rk, id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc)
+      SELECT rowid, id, agent, status, created_at, ((updated_at + 999) / 1000) * 1000, lease_until, 0, doc FROM runs_layout2 ORDER BY rowid;
     INSERT INTO journal (k, type, at, call_seq, data)
       SELECT r.rk * ${perRun} + j.seq, j.type, j.at, j.call_seq, j.data FROM journal_layout2 j JOIN runs r ON r.id = j.run_id;
     INSERT INTO messages (k, body)
       SELECT r.rk * ${perRun} + m.idx, m.body FROM messages_layout2 m JOIN runs r ON r.id = m.run_id;
   `);
-  const insert = db.prepare(
-    "INSERT INTO snapshots (k, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  const entriesOf = db.prepare("SELECT k, at FROM journal WHERE k >= ? AND k < ? ORDER BY k");
+  const snapshotsOf = db.prepare("SELECT seq, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq FROM snapshots_layout2 WHERE run_id = ? ORDER BY seq");
+  const attach = db.prepare(
+    "UPDATE journal SET snap_seq = ?, snap_step = ?, msg_count = ?, chain = ?, checksum = ?, schema_version = ?, snap_at = ?, vars = ?, vars_key = ? WHERE k = ?",
   );
-  const rows = db
-    .prepare("SELECT r.rk, s.seq, s.step, s.msg_count, s.chain, s.checksum, s.schema_version, s.at, s.vars, s.vars_seq FROM snapshots_layout2 s JOIN runs r ON r.id = s.run_id")
-    .all() as Layout2Snapshot[];
-  for (const row of rows) {
-    insert.run(row.rk * perRun + row.seq, row.step, row.msg_count, chainValue(row.chain), checksumValue(row.checksum), row.schema_version, row.at, row.vars, row.vars_seq);
+  const setVarsKey = db.prepare("UPDATE runs SET vars_key = ? WHERE rk = ?");
+  let moved = 0;
+  for (const run of db.prepare("SELECT rk, id FROM runs").all() as { rk: number; id: string }[]) {
+    const entries = entriesOf.all(run.rk * perRun, (run.rk + 1) * perRun) as { k: number; at: number }[];
+    const keyOfSeq = new Map<number, number>();
+    let next = 0;
+    let varsKey = 0;
+    for (const snapshot of snapshotsOf.all(run.id) as Layout2Snapshot[]) {
+      let index = next;
+      while (index < entries.length && entries[index].at < snapshot.at) index++;
+      if (index === entries.length) index = next;
+      const entry = entries[index];
+      if (!entry) throw new Error(`run ${run.id} has more snapshots than journal entries to carry them`);
+      keyOfSeq.set(snapshot.seq, entry.k);
+      varsKey = keyOfSeq.get(snapshot.vars_seq) ?? 0;
+      if (varsKey === 0) throw new Error(`snapshot ${snapshot.seq} of run ${run.id} points at vars of snapshot ${snapshot.vars_seq}, which comes after it`);
+      attach.run(
+        snapshot.seq,
+        snapshot.step,
+        snapshot.msg_count,
+        chainValue(snapshot.chain),
+        checksumValue(snapshot.checksum),
+        snapshot.schema_version,
+        snapshot.at === entry.at ? null : snapshot.at,
+        snapshot.vars,
+        varsKey,
+        entry.k,
+      );
+      next = index + 1;
+      moved++;
+    }
+    setVarsKey.run(varsKey, run.rk);
   }
-  for (const table of ["journal", "messages", "snapshots"]) {
-    const [copied, original] = [table, `${table}_layout2`].map((name) => (db.prepare(`SELECT count(*) AS n FROM ${name}`).get() as { n: number }).n);
-    if (copied !== original) throw new Error(`migration to layout 3 copied ${copied} of ${original} rows of ${table}; nothing was changed`);
+  const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  const copied = { journal: count("journal"), messages: count("messages"), snapshots: moved };
+  const original = { journal: count("journal_layout2"), messages: count("messages_layout2"), snapshots: count("snapshots_layout2") };
+  for (const table of ["journal", "messages", "snapshots"] as const) {
+    if (copied[table] !== original[table]) throw new Error(`migration to layout 3 copied ${copied[table]} of ${original[table]} ${table}; nothing was changed`);
   }
   for (const table of ["runs", "journal", "messages", "snapshots"]) db.exec(`DROP TABLE ${table}_layout2`);
 }
 
 interface Layout2Snapshot {
-  rk: number;
   seq: number;
   step: number;
   msg_count: number;

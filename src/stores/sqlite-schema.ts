@@ -4,21 +4,24 @@ import { TetherError } from "../engine/errors.js";
 /**
  * The SQLite store's tables (layout 3, recorded in `PRAGMA user_version`).
  *
- * A run's messages, journal entries and snapshot heads are keyed by one integer, the run's key
- * (`runs.rk`) times 2^26 plus the entry's number: each is a plain rowid table with no second
- * index, a run's rows lie together in key order, and appending a step touches one leaf page
- * of each table. A text run id in every row and a primary-key index beside each table cost
- * about a third of the bytes a step wrote, and one more page written in every commit.
+ * A run's journal entries and messages are keyed by one integer, the run's key (`runs.rk`)
+ * times 2^26 plus the entry's number: each is a plain rowid table with no second index, a
+ * run's rows lie together in key order, and appending a step touches one leaf page of each.
+ * A snapshot's head (step, message count, chain, checksum, vars when changed) is stored on the
+ * last journal entry of the transaction that wrote it, so a step writes three pages (journal,
+ * messages, the run) instead of four. Layout 2 kept a text run id in every row, a primary-key
+ * index beside each table and a table of snapshot heads: about a third more bytes a step and
+ * two more pages written in every commit.
  */
 export const storeLayout = 3;
 
-/** Entries per run in each keyed table: message indexes, journal and snapshot numbers stay below it. */
+/** Entries per run in each keyed table: message indexes and journal numbers stay below it. */
 export const perRun = 2 ** 26;
 /** Run keys stay below this, so every row key is a safe integer in JavaScript. */
 const maxRunKey = 2 ** 27;
 
 export function rowKey(rk: number, n: number): number {
-  if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} messages, journal entries and snapshots (run key ${rk}, entry ${n})`);
+  if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} messages and journal entries (run key ${rk}, entry ${n})`);
   if (rk >= maxRunKey) throw new TetherError("store_limit", `this store holds at most ${maxRunKey - 1} runs`);
   return rk * perRun + n;
 }
@@ -42,7 +45,8 @@ CREATE TABLE runs (
   created_at INTEGER NOT NULL,
   updated_bucket INTEGER NOT NULL,
   lease_until INTEGER,
-  vars_seq INTEGER NOT NULL,
+  -- Key of the journal entry holding the vars of the latest snapshot.
+  vars_key INTEGER NOT NULL,
   doc TEXT NOT NULL
 );
 CREATE INDEX runs_by_status ON runs(status);
@@ -52,22 +56,23 @@ CREATE TABLE journal (
   type TEXT NOT NULL,
   at INTEGER NOT NULL,
   call_seq INTEGER,
-  data TEXT NOT NULL
+  data TEXT NOT NULL,
+  -- The snapshot written in the same transaction, on its last entry; NULL on every other entry.
+  snap_seq INTEGER,
+  snap_step INTEGER,
+  msg_count INTEGER,
+  chain INTEGER,
+  checksum BLOB,
+  schema_version INTEGER,
+  -- NULL when the snapshot's time is the entry's.
+  snap_at INTEGER,
+  -- The agent's vars, only where they changed; vars_key is the key of the entry that holds those in force.
+  vars TEXT,
+  vars_key INTEGER
 );
 CREATE TABLE messages (
   k INTEGER PRIMARY KEY,
   body TEXT NOT NULL
-);
-CREATE TABLE snapshots (
-  k INTEGER PRIMARY KEY,
-  step INTEGER NOT NULL,
-  msg_count INTEGER NOT NULL,
-  chain INTEGER NOT NULL,
-  checksum BLOB NOT NULL,
-  schema_version INTEGER NOT NULL,
-  at INTEGER NOT NULL,
-  vars TEXT,
-  vars_seq INTEGER NOT NULL
 );
 `;
 

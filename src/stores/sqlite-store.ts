@@ -23,24 +23,27 @@ import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { ensureLayout } from "./sqlite-migration.js";
 import { perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
+const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key";
+
 /** Every statement the store runs, by name. Keys: see `rowKey` in sqlite-schema.ts. */
 const statementSql = {
-  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_seq, doc) VALUES (?, ?, ?, ?, ?, NULL, 1, ?)",
+  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc) VALUES (?, ?, ?, ?, ?, NULL, 0, ?)",
   runKey: "SELECT rk FROM runs WHERE id = ?",
-  getRun: "SELECT doc FROM runs WHERE id = ?",
-  getRunByKey: "SELECT doc, status, updated_bucket, vars_seq FROM runs WHERE rk = ?",
+  getRun: "SELECT rk, doc FROM runs WHERE id = ?",
+  getRunByKey: "SELECT doc, status, updated_bucket, vars_key FROM runs WHERE rk = ?",
   // The indexed columns are written only when they change: see sqlite-schema.ts.
-  saveRun: "UPDATE runs SET lease_until = ?, vars_seq = ?, doc = ? WHERE rk = ?",
-  saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_seq = ?, doc = ? WHERE rk = ?",
+  saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
+  saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
   insertJournal: "INSERT INTO journal (k, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?)",
+  insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? ORDER BY k LIMIT ?",
   insertMessage: "INSERT INTO messages (k, body) VALUES (?, ?)",
   readMessages: "SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k",
   readMessage: "SELECT body FROM messages WHERE k = ?",
-  insertSnapshot: "INSERT INTO snapshots (k, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-  latestSnapshot: "SELECT * FROM snapshots WHERE k > ? AND k < ? ORDER BY k DESC LIMIT 1",
-  snapshotAtStep: "SELECT * FROM snapshots WHERE k > ? AND k < ? AND step <= ? ORDER BY k DESC LIMIT 1",
-  snapshotVars: "SELECT vars FROM snapshots WHERE k = ?",
+  latestSnapshot: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1`,
+  snapshotAtStep: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL AND snap_step <= ? ORDER BY k DESC LIMIT 1`,
+  snapshotVars: "SELECT vars, snap_seq FROM journal WHERE k = ?",
   insertCommand: "INSERT INTO commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
   applyCommand: "UPDATE commands SET applied_at = ?, outcome = ? WHERE id = ?",
   listCommands: "SELECT * FROM commands WHERE run_id = ? ORDER BY created_at, rowid",
@@ -113,7 +116,8 @@ export class SqliteStore implements Store {
       this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
       // Takes effect only in a new, empty file (before WAL mode and the first table).
       this.db.pragma(`page_size = ${newFilePageSize}`);
-      this.db.pragma("journal_mode = WAL");
+      // WAL mode is kept in the file; setting it again costs a quarter of a millisecond on every open.
+      if (this.db.pragma("journal_mode", { simple: true }) !== "wal") this.db.pragma("journal_mode = WAL");
       // WAL with synchronous=NORMAL survives any process crash (SIGKILL included); only an OS
       // crash or power loss can lose the last transactions.
       this.db.pragma("synchronous = NORMAL");
@@ -148,17 +152,18 @@ export class SqliteStore implements Store {
     const record = newRunRecord(run);
     const inserted = this.statements.insertRun.run(run.id, run.agent, run.status, run.createdAt, updatedBucket(run.createdAt), JSON.stringify(record));
     const rk = Number(inserted.lastInsertRowid);
-    const state = { rk, record, varsSeq: 1 };
-    this.writeSnapshot(state, initial, true);
-    this.writeJournal(state, journal);
+    const state: RowState = { rk, record, varsKey: 0 };
+    this.writeJournal(state, journal, initial);
     this.saveRecord(state, { status: "", bucket: -1 });
     this.runKeys.set(run.id, rk);
     return state.record;
   });
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
-    const row = this.statements.getRun.get(runId) as { doc: string } | undefined;
-    return row ? (JSON.parse(row.doc) as RunRecord) : undefined;
+    const row = this.statements.getRun.get(runId) as { rk: number; doc: string } | undefined;
+    if (!row) return undefined;
+    this.runKeys.set(runId, row.rk);
+    return JSON.parse(row.doc) as RunRecord;
   }
 
   async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
@@ -189,13 +194,12 @@ export class SqliteStore implements Store {
   private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => {
     const rk = this.runKey(update.runId);
     if (rk === undefined) throw new RunNotFoundError(update.runId);
-    const row = this.statements.getRunByKey.get(rk) as { doc: string; status: string; updated_bucket: number; vars_seq: number };
+    const row = this.statements.getRunByKey.get(rk) as { doc: string; status: string; updated_bucket: number; vars_key: number };
     const current = JSON.parse(row.doc) as RunRecord;
     if (!expectationsHold(current, update.expect)) return { ok: false, run: current };
     const record = applyRunPatch(current, update);
-    const state = { rk, record, varsSeq: row.vars_seq };
-    if (update.snapshot) this.writeSnapshot(state, update.snapshot, false);
-    const journal = update.journal ? this.writeJournal(state, update.journal) : [];
+    const state: RowState = { rk, record, varsKey: row.vars_key };
+    const journal = this.writeJournal(state, update.journal ?? [], update.snapshot);
     for (const effect of update.effects ?? []) {
       this.statements.upsertEffect.run(
         update.runId,
@@ -247,40 +251,53 @@ export class SqliteStore implements Store {
     const bucket = updatedBucket(record.updatedAt);
     const doc = JSON.stringify(record);
     const leaseUntil = record.lease?.until ?? null;
-    if (record.status === stored.status && bucket === stored.bucket) this.statements.saveRun.run(leaseUntil, state.varsSeq, doc, state.rk);
-    else this.statements.saveRunIndexed.run(record.status, bucket, leaseUntil, state.varsSeq, doc, state.rk);
+    if (record.status === stored.status && bucket === stored.bucket) this.statements.saveRun.run(leaseUntil, state.varsKey, doc, state.rk);
+    else this.statements.saveRunIndexed.run(record.status, bucket, leaseUntil, state.varsKey, doc, state.rk);
   }
 
-  private writeJournal(state: RowState, entries: JournalInput[]): JournalEntry[] {
-    const { record } = state;
+  /** The entries, numbered on from the run's last; a snapshot goes on the last of them, its new messages beside. */
+  private writeJournal(state: RowState, entries: JournalInput[], snapshot: SnapshotWrite | undefined): JournalEntry[] {
+    const { record, rk } = state;
+    if (snapshot && entries.length === 0) {
+      throw new TetherError("invalid_input", `a snapshot of run ${record.id} must be written with the journal entry that records the change`);
+    }
     const written: JournalEntry[] = [];
-    for (const entry of entries) {
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
       const seq = ++record.journalSeq;
-      this.statements.insertJournal.run(rowKey(state.rk, seq), entry.type, entry.at, entry.callSeq ?? null, JSON.stringify(entry.data));
+      const k = rowKey(rk, seq);
+      const data = JSON.stringify(entry.data);
+      if (snapshot && i === entries.length - 1) this.writeSnapshot(state, snapshot, k, entry, data);
+      else this.statements.insertJournal.run(k, entry.type, entry.at, entry.callSeq ?? null, data);
       written.push({ ...entry, runId: record.id, seq });
     }
     return written;
   }
 
-  private writeSnapshot(state: RowState, snapshot: SnapshotWrite, first: boolean): void {
+  private writeSnapshot(state: RowState, snapshot: SnapshotWrite, k: number, entry: JournalInput, data: string): void {
     const { record, rk } = state;
     const { head } = snapshot;
     const firstIndex = head.messageCount - snapshot.appendMessages.length;
     for (let i = 0; i < snapshot.appendMessages.length; i++) {
       this.statements.insertMessage.run(rowKey(rk, firstIndex + i), snapshot.appendMessages[i]);
     }
-    const seq = first ? 1 : record.snapshotSeq + 1;
-    if (snapshot.varsJson !== undefined) state.varsSeq = seq;
-    this.statements.insertSnapshot.run(
-      rowKey(rk, seq),
+    const seq = record.snapshotSeq + 1;
+    if (snapshot.varsJson !== undefined) state.varsKey = k;
+    this.statements.insertJournalWithSnapshot.run(
+      k,
+      entry.type,
+      entry.at,
+      entry.callSeq ?? null,
+      data,
+      seq,
       head.step,
       head.messageCount,
       Number.parseInt(head.chain, 16),
       Buffer.from(head.checksum, "hex"),
       head.schemaVersion,
-      head.at,
+      head.at === entry.at ? null : head.at,
       snapshot.varsJson ?? null,
-      state.varsSeq,
+      state.varsKey,
     );
     record.snapshotSeq = seq;
     record.snapshotAt = head.at;
@@ -316,20 +333,19 @@ export class SqliteStore implements Store {
       options.atStep === undefined ? this.statements.latestSnapshot.get(from, to) : this.statements.snapshotAtStep.get(from, to, options.atStep)
     ) as SnapshotRow | undefined;
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
-    const seq = row.k - from;
-    const varsRow = (row.vars_seq === seq ? row : this.statements.snapshotVars.get(rowKey(rk, row.vars_seq))) as { vars: string | null } | undefined;
-    if (!varsRow || varsRow.vars === null) throw new SnapshotCorruptError(runId, `vars of snapshot ${row.vars_seq} are missing`);
-    const messages = (this.statements.readMessages.raw().all(from, from + row.msg_count) as [string][]).map((r) => r[0]);
+    const varsRow = (row.vars_key === row.k ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
+    if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
+    const messages = this.statements.readMessages.pluck().all(from, from + row.msg_count) as string[];
     return {
       head: {
-        seq,
-        step: row.step,
+        seq: row.snap_seq,
+        step: row.snap_step,
         messageCount: row.msg_count,
         chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
         checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
         schemaVersion: row.schema_version,
-        at: row.at,
-        varsSeq: row.vars_seq,
+        at: row.snap_at ?? row.at,
+        varsSeq: varsRow.snap_seq,
       },
       varsJson: varsRow.vars,
       messages,
@@ -436,20 +452,24 @@ export class SqliteStore implements Store {
 interface RowState {
   rk: number;
   record: RunRecord;
-  varsSeq: number;
+  /** Key of the journal entry holding the vars in force. */
+  varsKey: number;
 }
 
+/** A journal entry that carries a snapshot. */
 interface SnapshotRow {
   k: number;
-  step: number;
+  at: number;
+  snap_seq: number;
+  snap_step: number;
   msg_count: number;
   /** An integer, unless the row was written by an older snapshot schema (or tampered with). */
   chain: number | string;
   checksum: Buffer | string;
   schema_version: number;
-  at: number;
+  snap_at: number | null;
   vars: string | null;
-  vars_seq: number;
+  vars_key: number;
 }
 
 interface CommandRow {

@@ -68,6 +68,11 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
       return { type, at, data, ...(callSeq === undefined ? {} : { callSeq }) };
     }
 
+    /** The entry a step's snapshot is written with (a store may keep the snapshot on it). */
+    function stepEntry(step: number, at: number): JournalInput {
+      return entry("call.completed", at, { step }, step);
+    }
+
     function command(runId: string | null, overrides: Partial<CommandRecord> = {}): CommandRecord {
       counter += 1;
       return {
@@ -284,7 +289,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
       it("appends messages, and loadState returns the latest snapshot that verifies", async () => {
         const { run, writer } = await create({}, state(1, { n: 0 }));
         const s1 = state(3, { n: 1 });
-        await store.update({ runId: run.id, set: { step: 1 }, snapshot: writer.prepare(s1, 1, baseTime + 10) });
+        await store.update({ runId: run.id, set: { step: 1 }, journal: [stepEntry(1, baseTime + 10)], snapshot: writer.prepare(s1, 1, baseTime + 10) });
         writer.commit();
         const stored = await store.loadState(run.id);
         expect(stored.head).toMatchObject({ seq: 2, step: 1, messageCount: 3, varsSeq: 2, at: baseTime + 10 });
@@ -301,7 +306,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         for (let step = 1; step <= 4; step++) {
           const s = state(1 + step, { n: step });
           states.push(s);
-          await store.update({ runId: run.id, set: { step }, snapshot: writer.prepare(s, step, baseTime + step) });
+          await store.update({ runId: run.id, set: { step }, journal: [stepEntry(step, baseTime + step)], snapshot: writer.prepare(s, step, baseTime + step) });
           writer.commit();
         }
         for (let step = 0; step <= 4; step++) {
@@ -323,16 +328,16 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         const { run, writer } = await create({}, state(1, { n: 0 }));
         const unchangedVars = writer.prepare(state(2, { n: 0 }), 1, baseTime + 1);
         expect(unchangedVars.varsJson).toBeUndefined();
-        await store.update({ runId: run.id, set: { step: 1 }, snapshot: unchangedVars });
+        await store.update({ runId: run.id, set: { step: 1 }, journal: [stepEntry(1, baseTime + 1)], snapshot: unchangedVars });
         writer.commit();
         let stored = await store.loadState(run.id);
         expect(stored.head).toMatchObject({ seq: 2, varsSeq: 1 });
         expect(restoreState(run.id, stored).state.vars).toEqual({ n: 0 });
 
         const changed = writer.prepare(state(3, { n: 5 }), 2, baseTime + 2);
-        await store.update({ runId: run.id, set: { step: 2 }, snapshot: changed });
+        await store.update({ runId: run.id, set: { step: 2 }, journal: [stepEntry(2, baseTime + 2)], snapshot: changed });
         writer.commit();
-        await store.update({ runId: run.id, set: { step: 3 }, snapshot: writer.prepare(state(4, { n: 5 }), 3, baseTime + 3) });
+        await store.update({ runId: run.id, set: { step: 3 }, journal: [stepEntry(3, baseTime + 3)], snapshot: writer.prepare(state(4, { n: 5 }), 3, baseTime + 3) });
         writer.commit();
         stored = await store.loadState(run.id);
         expect(stored.head).toMatchObject({ seq: 4, varsSeq: 3 });
@@ -349,6 +354,13 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
 
       it("refuses loadState of an unknown run with run_not_found", async () => {
         await expectCode(store.loadState("run_missing"), "run_not_found");
+      });
+
+      it("refuses a snapshot written without a journal entry, and writes nothing", async () => {
+        const { run, writer } = await create({}, state(1, { n: 0 }));
+        await expectCode(store.update({ runId: run.id, set: { step: 1 }, snapshot: writer.prepare(state(2, { n: 1 }), 1, baseTime + 1) }), "invalid_input");
+        expect(await store.getRun(run.id)).toEqual(run);
+        expect((await store.loadState(run.id)).messages).toHaveLength(1);
       });
     });
 

@@ -515,14 +515,14 @@ describe("HTTP API: every error has its code and changes nothing", () => {
     const db = new Database(env.dbPath);
     const { rk } = db.prepare("SELECT rk FROM runs WHERE id = ?").get(id) as { rk: number };
     const range = [rowKey(rk, 0), rowKey(rk + 1, 0)];
-    db.prepare("UPDATE snapshots SET checksum = 'tampered' WHERE k = (SELECT MAX(k) FROM snapshots WHERE k >= ? AND k < ?)").run(...range);
+    db.prepare("UPDATE journal SET checksum = 'tampered' WHERE k = (SELECT MAX(k) FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL)").run(...range);
     const before = await observe(env, id);
     const state = await env.call("GET", `/runs/${id}/state`, { token: env.tokens.viewer });
     expect(state.status).toBe(409);
     expect(state.body.error.code).toBe("snapshot_corrupt");
     expect(await observe(env, id)).toEqual(before);
     await refusedAsCommand(`/runs/${id}/resume`, { token: op() }, 409, "snapshot_corrupt", id);
-    const rows = db.prepare("SELECT COUNT(*) AS n FROM snapshots WHERE k >= ? AND k < ?").get(...range) as { n: number };
+    const rows = db.prepare("SELECT COUNT(*) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(...range) as { n: number };
     expect(rows.n).toBeGreaterThan(0);
     db.close();
   });
