@@ -12,7 +12,7 @@ import type { AgentState } from "./state.js";
 import type { RunStatus } from "./status.js";
 import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
 import type { AnyTool } from "./tool.js";
-import { addUsage, type Usage } from "./usage.js";
+import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { runCancellation } from "./compensation.js";
 import { planRecovery } from "./recovery.js";
 import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
@@ -376,7 +376,7 @@ export class RunExecutor {
             type: "call.aborted",
             at: this.now(),
             callSeq,
-            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: { ...usage }, estimated: outcome.estimated, streamedChars: outcome.text.length, durationMs },
+            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: usageEntry(usage), estimated: outcome.estimated, streamedChars: outcome.text.length, durationMs },
           },
         ],
       });
@@ -386,7 +386,7 @@ export class RunExecutor {
       await this.write({
         set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
         journal: [
-          { type: "call.failed", at: this.now(), callSeq, data: { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: { ...usage }, durationMs } },
+          { type: "call.failed", at: this.now(), callSeq, data: { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs } },
           ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
         ],
       });
@@ -490,7 +490,7 @@ export class RunExecutor {
       kind: inflight.kind,
       name: inflight.name,
       durationMs: at - inflight.startedAt,
-      ...(usage ? { usage: { ...usage } } : {}),
+      ...(usage ? { usage: usageEntry(usage) } : {}),
       ...(failed ? { error: outcome.error, message: outcome.message } : {}),
       ...(outcome.type === "model" ? { finishReason: outcome.result.finishReason } : {}),
       ...result,

@@ -146,8 +146,8 @@ export interface JournalEntry extends JournalInput {
   seq: number;
 }
 
-/** 2: the message chain is CRC-32 (1 was SHA-256). */
-export const snapshotSchemaVersion = 2;
+/** 3: the checksum is the first 128 bits of SHA-256 (2: all 256; 1: the message chain was SHA-256, not CRC-32). */
+export const snapshotSchemaVersion = 3;
 
 /** What a step changed. Messages are append-only; `varsJson` is present only when vars changed. */
 export interface SnapshotWrite {
@@ -158,7 +158,7 @@ export interface SnapshotWrite {
     messageCount: number;
     /** Hex CRC-32 over every message body, in order. */
     chain: string;
-    /** Hex SHA-256 over chain, vars, step and message count. */
+    /** Hex, the first 128 bits of SHA-256 over chain, vars, step and message count. */
     checksum: string;
     schemaVersion: number;
     at: number;

@@ -16,3 +16,13 @@ export function addUsage(a: Usage, b: Partial<Usage>): Usage {
     costUsd: Math.round((a.costUsd + (b.costUsd ?? 0)) * 1e9) / 1e9,
   };
 }
+
+/** Usage as a journal entry records it: cached tokens and cost only when there are any. */
+export function usageEntry(usage: Usage): { inputTokens: number; outputTokens: number; cachedInputTokens?: number; costUsd?: number } {
+  return {
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    ...(usage.cachedInputTokens ? { cachedInputTokens: usage.cachedInputTokens } : {}),
+    ...(usage.costUsd ? { costUsd: usage.costUsd } : {}),
+  };
+}

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
-import { createLayout3, perRun, storeLayout } from "./sqlite-schema.js";
+import { snapshotSchemaVersion } from "../engine/store.js";
+import { createLayout3, journalTypeCode, perRun, storeLayout } from "./sqlite-schema.js";
 
 /**
  * Brings the file to layout 3: creates the tables in a new file, migrates a file an earlier
@@ -43,7 +44,7 @@ export function migrateFromLayout2(db: Database.Database): void {
     INSERT INTO runs (rk, id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc)
       SELECT rowid, id, agent, status, created_at, ((updated_at + 999) / 1000) * 1000, lease_until, 0, doc FROM runs_layout2 ORDER BY rowid;
     INSERT INTO journal (k, type, at, call_seq, data)
-      SELECT r.rk * ${perRun} + j.seq, j.type, j.at, j.call_seq, j.data FROM journal_layout2 j JOIN runs r ON r.id = j.run_id;
+      SELECT r.rk * ${perRun} + j.seq, ${typeCodeSql("j.type")}, j.at, j.call_seq, j.data FROM journal_layout2 j JOIN runs r ON r.id = j.run_id;
     INSERT INTO messages (k, body)
       SELECT r.rk * ${perRun} + m.idx, m.body FROM messages_layout2 m JOIN runs r ON r.id = m.run_id;
   `);
@@ -73,11 +74,10 @@ export function migrateFromLayout2(db: Database.Database): void {
         snapshot.step,
         snapshot.msg_count,
         chainValue(snapshot.chain),
-        checksumValue(snapshot.checksum),
-        snapshot.schema_version,
+        ...checksumAndSchema(snapshot),
         snapshot.at === entry.at ? null : snapshot.at,
         snapshot.vars,
-        varsKey,
+        varsKey === entry.k ? null : varsKey,
         entry.k,
       );
       next = index + 1;
@@ -111,6 +111,17 @@ function chainValue(chain: string): number | string {
   return /^[0-9a-f]{8}$/.test(chain) ? Number.parseInt(chain, 16) : chain;
 }
 
-function checksumValue(checksum: string): Buffer | string {
-  return /^[0-9a-f]{64}$/.test(checksum) ? Buffer.from(checksum, "hex") : checksum;
+/**
+ * Snapshot schema 2 → 3: the checksum keeps its first 128 bits (schema 3 is exactly that).
+ * Heads of other schemas are kept as they were, and refused on resume as before.
+ */
+function checksumAndSchema(snapshot: Layout2Snapshot): [Buffer | string, number] {
+  if (snapshot.schema_version === 2 && /^[0-9a-f]{64}$/.test(snapshot.checksum)) return [Buffer.from(snapshot.checksum.slice(0, 32), "hex"), snapshotSchemaVersion];
+  return [snapshot.checksum, snapshot.schema_version];
+}
+
+/** The code of a type name; an unknown name gives NULL, which the NOT NULL column refuses (and the migration rolls back). */
+function typeCodeSql(column: string): string {
+  const cases = Object.entries(journalTypeCode).map(([type, code]) => `WHEN '${type}' THEN ${code}`);
+  return `CASE ${column} ${cases.join(" ")} END`;
 }

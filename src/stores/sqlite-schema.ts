@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
+import type { JournalType } from "../engine/store.js";
 
 /**
  * The SQLite store's tables (layout 3, recorded in `PRAGMA user_version`).
@@ -24,6 +25,42 @@ export function rowKey(rk: number, n: number): number {
   if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} messages and journal entries (run key ${rk}, entry ${n})`);
   if (rk >= maxRunKey) throw new TetherError("store_limit", `this store holds at most ${maxRunKey - 1} runs`);
   return rk * perRun + n;
+}
+
+/**
+ * A journal entry's type as stored: one small integer (one byte on disk, where the name took
+ * twelve to twenty-three on every entry). Codes are never changed or reused; a new type takes
+ * the next one.
+ */
+export const journalTypeCode: Readonly<Record<JournalType, number>> = {
+  "run.created": 1,
+  status: 2,
+  "call.started": 3,
+  "call.completed": 4,
+  "call.failed": 5,
+  "call.aborted": 6,
+  "call.uncertain": 7,
+  "call.resolved": 8,
+  "call.progress": 9,
+  control: 10,
+  "state.message_added": 11,
+  "state.patched": 12,
+  "compensation.started": 13,
+  "compensation.succeeded": 14,
+  "compensation.failed": 15,
+  "resource.acquired": 16,
+  "resource.released": 17,
+  "resource.release_failed": 18,
+  "budget.tripped": 19,
+  recovery: 20,
+};
+
+const journalTypeByCode = new Map(Object.entries(journalTypeCode).map(([type, code]) => [code, type as JournalType]));
+
+export function journalTypeOf(code: number): JournalType {
+  const type = journalTypeByCode.get(code);
+  if (!type) throw new TetherError("store_error", `unknown journal entry type code ${code}: this file was written by a newer Tether`);
+  return type;
 }
 
 /** The updated time rounded up to the second: the indexed column moves at most once a second per run. */
@@ -53,7 +90,8 @@ CREATE INDEX runs_by_status ON runs(status);
 CREATE INDEX runs_by_updated ON runs(updated_bucket);
 CREATE TABLE journal (
   k INTEGER PRIMARY KEY,
-  type TEXT NOT NULL,
+  -- See journalTypeCode.
+  type INTEGER NOT NULL,
   at INTEGER NOT NULL,
   call_seq INTEGER,
   data TEXT NOT NULL,
@@ -66,7 +104,8 @@ CREATE TABLE journal (
   schema_version INTEGER,
   -- NULL when the snapshot's time is the entry's.
   snap_at INTEGER,
-  -- The agent's vars, only where they changed; vars_key is the key of the entry that holds those in force.
+  -- The agent's vars, only where they changed; vars_key is the key of the entry that holds those
+  -- in force, NULL when it is this one.
   vars TEXT,
   vars_key INTEGER
 );

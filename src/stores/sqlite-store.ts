@@ -21,7 +21,7 @@ import type {
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { ensureLayout } from "./sqlite-migration.js";
-import { perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
+import { journalTypeCode, journalTypeOf, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
 const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key";
 
@@ -268,7 +268,7 @@ export class SqliteStore implements Store {
       const k = rowKey(rk, seq);
       const data = JSON.stringify(entry.data);
       if (snapshot && i === entries.length - 1) this.writeSnapshot(state, snapshot, k, entry, data);
-      else this.statements.insertJournal.run(k, entry.type, entry.at, entry.callSeq ?? null, data);
+      else this.statements.insertJournal.run(k, journalTypeCode[entry.type], entry.at, entry.callSeq ?? null, data);
       written.push({ ...entry, runId: record.id, seq });
     }
     return written;
@@ -285,7 +285,7 @@ export class SqliteStore implements Store {
     if (snapshot.varsJson !== undefined) state.varsKey = k;
     this.statements.insertJournalWithSnapshot.run(
       k,
-      entry.type,
+      journalTypeCode[entry.type],
       entry.at,
       entry.callSeq ?? null,
       data,
@@ -297,7 +297,7 @@ export class SqliteStore implements Store {
       head.schemaVersion,
       head.at === entry.at ? null : head.at,
       snapshot.varsJson ?? null,
-      state.varsKey,
+      state.varsKey === k ? null : state.varsKey,
     );
     record.snapshotSeq = seq;
     record.snapshotAt = head.at;
@@ -309,7 +309,7 @@ export class SqliteStore implements Store {
     if (rk === undefined || afterSeq >= perRun) return [];
     const rows = this.statements.readJournal.all(rowKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
       k: number;
-      type: JournalEntry["type"];
+      type: number;
       at: number;
       call_seq: number | null;
       data: string;
@@ -318,7 +318,7 @@ export class SqliteStore implements Store {
     return rows.map((row) => ({
       runId,
       seq: row.k - base,
-      type: row.type,
+      type: journalTypeOf(row.type),
       at: row.at,
       ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
       data: JSON.parse(row.data),
@@ -333,7 +333,7 @@ export class SqliteStore implements Store {
       options.atStep === undefined ? this.statements.latestSnapshot.get(from, to) : this.statements.snapshotAtStep.get(from, to, options.atStep)
     ) as SnapshotRow | undefined;
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
-    const varsRow = (row.vars_key === row.k ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
+    const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
     const messages = this.statements.readMessages.pluck().all(from, from + row.msg_count) as string[];
     return {
@@ -469,7 +469,8 @@ interface SnapshotRow {
   schema_version: number;
   snap_at: number | null;
   vars: string | null;
-  vars_key: number;
+  /** Key of the entry holding the vars in force; NULL when it is this one. */
+  vars_key: number | null;
 }
 
 interface CommandRow {
