@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { RunNotFoundError, SnapshotCorruptError, TetherError } from "../engine/errors.js";
 import type {
@@ -110,14 +110,14 @@ export class SqliteStore implements Store {
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
-    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    const inMemory = options.path === ":memory:";
+    const existed = !inMemory && hasContent(options.path);
+    if (!inMemory && !existed) mkdirSync(dirname(options.path), { recursive: true });
     try {
-      this.db = new Database(options.path);
-      this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+      this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
       // Takes effect only in a new, empty file (before WAL mode and the first table).
-      this.db.pragma(`page_size = ${newFilePageSize}`);
-      // WAL mode is kept in the file; setting it again costs a quarter of a millisecond on every open.
-      if (this.db.pragma("journal_mode", { simple: true }) !== "wal") this.db.pragma("journal_mode = WAL");
+      if (!existed) this.db.pragma(`page_size = ${newFilePageSize}`);
+      this.db.pragma("journal_mode = WAL");
       // WAL with synchronous=NORMAL survives any process crash (SIGKILL included); only an OS
       // crash or power loss can lose the last transactions.
       this.db.pragma("synchronous = NORMAL");
@@ -445,6 +445,14 @@ export class SqliteStore implements Store {
     // Its connection closes first, so this one is the last and checkpoints and removes the WAL.
     await checkpointer?.close();
     if (this.db.open) this.db.close();
+  }
+}
+
+function hasContent(path: string): boolean {
+  try {
+    return statSync(path).size > 0;
+  } catch {
+    return false;
   }
 }
 
