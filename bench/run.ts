@@ -9,8 +9,9 @@
  *   other on one store that is already open (as in a worker or a server); the first run on a
  *   store just opened on a new file is reported too ("cold": it also prepares the statements
  *   and starts the process's checkpoint thread).
- * - bytes per step: growth of the database file over the run / steps, with the WAL copied into
- *   the file (a RESTART checkpoint: the WAL file is kept for reuse, as in steady state) before and after; logical bytes: the bytes of the rows the run
+ * - bytes per step: growth of the database file over the runs / their steps, with the WAL copied
+ *   into the file (a RESTART checkpoint, which keeps the WAL file for reuse) before the first
+ *   and after the last; logical bytes: the bytes of the rows a run
  *   inserted (journal entries with their snapshot heads, messages) / steps; new data: the bytes
  *   of the message each step appends (the ~1 KB the targets compare with).
  * - timings: baseline and durable runs interleaved, after a warm-up; the medians are reported,
@@ -224,7 +225,7 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
   const agent = benchAgent(`bench-${steps}`, instantModel, steps);
   const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 5 : 15;
   const baselines: number[] = [];
-  const durables: { ms: number; runId: string; growth: number; logical: ReturnType<typeof logicalBytes> }[] = [];
+  const durables: { ms: number; runId: string; logical: ReturnType<typeof logicalBytes> }[] = [];
   // Cold: the first run on a store just opened on a new file (statements not yet prepared, pages not cached).
   const coldPath = join(dir, `bench-${steps}-cold.db`);
   const coldStore = new SqliteStore({ path: coldPath });
@@ -233,20 +234,21 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
   await coldRuntime.close();
   await coldStore.close();
   // Steady state: the runs follow each other on one store that is already open, as in a worker
-  // or a server; a short run first prepares its statements.
+  // or a server; a first run of 1,000 steps prepares the statements and grows the WAL file to the size it keeps.
   const path = join(dir, `bench-${steps}.db`);
   const store = new SqliteStore({ path });
-  const warm = benchAgent(`bench-${steps}-warm`, instantModel, 50);
+  const warm = benchAgent(`bench-${steps}-warm`, instantModel, 1000);
   const runtime = createTether({ agents: [agent, warm], store, workerPollMs: 1_000 });
   await runDurable(runtime, warm.name);
+  // Everything in the WAL copied into the file before the runs and after them: the growth is theirs.
+  const before = await checkpointedSize(store, path);
   // Interleaved, so a burst of load from elsewhere on the machine hits both sides alike.
   for (let i = 0; i < repeats; i++) {
     baselines.push(await baselineLoop(agent, instantModel));
-    // Everything in the WAL copied into the file first, and again after: the growth is this run's.
-    const before = await checkpointedSize(store, path);
     const { runId, ms } = await runDurable(runtime, agent.name);
-    durables.push({ ms, runId, growth: (await checkpointedSize(store, path)) - before, logical: logicalBytes(store.database, runId) });
+    durables.push({ ms, runId, logical: logicalBytes(store.database, runId) });
   }
+  const growth = (await checkpointedSize(store, path)) - before;
   await runtime.close();
   // The last connection to close checkpoints the WAL into the file and removes it.
   await store.close();
@@ -292,8 +294,8 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
     overhead,
     bestOverhead,
     coldOverhead,
-    // Summed over every run: a single short run's growth is counted in whole pages.
-    bytesPerStep: durables.reduce((sum, d) => sum + d.growth, 0) / (repeats * steps),
+    // Over every run: a single short run's growth is counted in whole pages.
+    bytesPerStep: growth / (repeats * steps),
     logicalPerStep: durable.logical.total / steps,
     newData,
     resume: median(resumes),
