@@ -52,6 +52,8 @@ export class RunExecutor {
   private readonly stopAll = new AbortController();
   private watchTimer: NodeJS.Timeout | undefined;
   private polling = false;
+  /** The store's change marker when the run was last read by a poll. */
+  private lastMarker: string | undefined;
   private lastRenewal: number;
   /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
   private detached = false;
@@ -142,8 +144,13 @@ export class RunExecutor {
     if (this.polling) return;
     this.polling = true;
     try {
-      const fresh = await this.ctx.store.getRun(this.run.id);
-      if (fresh) this.observe(fresh);
+      // Read before the run, so a write that lands between the two is seen by the next poll.
+      const marker = this.ctx.store.changeMarker?.();
+      if (marker === undefined || marker !== this.lastMarker) {
+        const fresh = await this.ctx.store.getRun(this.run.id);
+        if (fresh) this.observe(fresh);
+        this.lastMarker = marker;
+      }
       const now = this.ctx.clock.now();
       if (this.run.lease && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted) {
         this.lastRenewal = now;

@@ -247,6 +247,10 @@ export interface RunUpdate {
   /** Take the lease: the epoch is incremented and the lease set to this worker. */
   claim?: { workerId: string; until: number };
   journal?: JournalInput[];
+  /**
+   * Written only with at least one journal entry, the change it records (a store may keep the
+   * snapshot head on that entry); without one the update is refused with `invalid_input`.
+   */
   snapshot?: SnapshotWrite;
   effects?: EffectWrite[];
   insertCommand?: CommandRecord;
@@ -301,6 +305,13 @@ export interface Store {
   saveToken(token: ApiTokenRecord): Promise<void>;
   findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined>;
   listTokens(): Promise<ApiTokenRecord[]>;
+
+  /**
+   * Optional: a value that changes whenever anything may have been written to the store since
+   * it was last read, by this connection or any other. Executing runs poll for control commands
+   * from other processes; while it stays the same they skip reading the run.
+   */
+  changeMarker?(): string;
 
   close(): Promise<void>;
 }

@@ -34,4 +34,27 @@ describe("SqliteStore", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("has a change marker that moves with a write on this connection or another, and only then", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tether-store-"));
+    try {
+      const path = join(dir, "tether.db");
+      const first = new SqliteStore({ path });
+      const second = new SqliteStore({ path });
+      const halt = { scope: "*", actor: "ops", reason: null, at: 1 };
+      const start = first.changeMarker();
+      await first.listHalts();
+      expect(first.changeMarker()).toBe(start);
+      await second.setHalt(halt);
+      const afterOther = first.changeMarker();
+      expect(afterOther).not.toBe(start);
+      expect(first.changeMarker()).toBe(afterOther);
+      await first.clearHalt("*");
+      expect(first.changeMarker()).not.toBe(afterOther);
+      await first.close();
+      await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -53,6 +53,7 @@ const statementSql = {
   listHalts: "SELECT * FROM halts ORDER BY at",
   setHalt: "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
   clearHalt: "DELETE FROM halts WHERE scope = ?",
+  dataVersion: "PRAGMA data_version",
   claimable: `SELECT doc FROM runs WHERE status = 'queued'
        OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < ?))
      ORDER BY updated_bucket, rk LIMIT ?`,
@@ -105,6 +106,7 @@ export class SqliteStore implements Store {
   private readonly statements: Record<StatementName, Database.Statement>;
   /** Run id → run key; a run's key never changes and runs are never deleted. */
   private readonly runKeys = new Map<string, number>();
+  /** Writes through this connection: starts the checkpoint thread, and is half the change marker. */
   private writes = 0;
   private checkpointer: WalCheckpointer | undefined;
 
@@ -232,7 +234,8 @@ export class SqliteStore implements Store {
         if (TetherError.isInstance(error)) throw error;
         throw new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
       }
-      if (++this.writes === checkpointerAfterWrites) this.startCheckpointer();
+      this.writes += 1;
+      if (this.writes === checkpointerAfterWrites) this.startCheckpointer();
       return result;
     };
   }
@@ -366,6 +369,7 @@ export class SqliteStore implements Store {
 
   async insertCommand(command: CommandRecord): Promise<void> {
     this.insertCommandSync(command);
+    this.writes += 1;
   }
 
   private insertCommandSync(command: CommandRecord): void {
@@ -416,9 +420,11 @@ export class SqliteStore implements Store {
 
   async setHalt(halt: HaltRecord): Promise<void> {
     this.statements.setHalt.run(halt.scope, halt.actor, halt.reason, halt.at);
+    this.writes += 1;
   }
 
   async clearHalt(scope: string): Promise<boolean> {
+    this.writes += 1;
     return this.statements.clearHalt.run(scope).changes > 0;
   }
 
@@ -428,6 +434,7 @@ export class SqliteStore implements Store {
 
   async saveToken(token: ApiTokenRecord): Promise<void> {
     this.statements.saveToken.run(token.id, token.name, token.role, token.hash, token.createdAt, token.revokedAt);
+    this.writes += 1;
   }
 
   async findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined> {
@@ -437,6 +444,14 @@ export class SqliteStore implements Store {
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return (this.statements.listTokens.all() as TokenRow[]).map(tokenFromRow);
+  }
+
+  /**
+   * SQLite's data version moves when another connection commits; this connection's own writes
+   * (every write goes through a transaction here) are counted beside it.
+   */
+  changeMarker(): string {
+    return `${this.statements.dataVersion.pluck().get() as number}:${this.writes}`;
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,55 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { effectTool, harness, Ledger, sequenceAgent, tempSqlite, waitUntil, type Harness, type TempSqlite } from "../testing/index.js";
+import type { SqliteStore } from "../stores/sqlite-store.js";
+
+let h: Harness | undefined;
+let sqlite: TempSqlite | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  await sqlite?.cleanup();
+  h = undefined;
+  sqlite = undefined;
+});
+
+/** The store, counting the run reads it serves. */
+function counting(store: SqliteStore): { store: SqliteStore; reads: () => number } {
+  let reads = 0;
+  const proxy = new Proxy(store, {
+    get(target, property) {
+      if (property === "getRun") reads += 1;
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, reads: () => reads };
+}
+
+describe("an executing run polling for control from other processes", () => {
+  it("reads the run only when the store changed, and still sees another connection's pause at once", async () => {
+    const ledger = new Ledger();
+    const agent = sequenceAgent({
+      name: "slow",
+      tools: [effectTool({ name: "crawl", ledger, durationMs: 1_500 })],
+      steps: [{ tool: "crawl", input: { id: "a" } }],
+    });
+    sqlite = tempSqlite();
+    const counted = counting(sqlite.open());
+    h = harness([agent], { store: counted.store, controlPollMs: 10 });
+    const run = await h.runtime.start("slow", null);
+    await waitUntil(() => ledger.executionsOf("crawl") === 1, { what: "the tool to start" });
+
+    // 300 ms of a tool call with nothing written anywhere: about 30 polls, next to no reads.
+    const before = counted.reads();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(counted.reads() - before).toBeLessThanOrEqual(2);
+
+    // Another connection (another process, as far as SQLite knows) pauses the run.
+    const other = h.open({ store: sqlite.open() });
+    await other.pause(run.id, { actor: "bob", reason: "from elsewhere" });
+    const noticed = await h.runtime.waitFor(run.id, (r) => r.status === "pausing" && r.waitingFor !== null, { timeoutMs: 1_000 });
+    expect(noticed.waitingFor).toMatchObject({ kind: "tool", name: "crawl" });
+    const paused = await h.runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
+    expect(paused.step).toBe(1);
+    expect(ledger.executionsOf("crawl")).toBe(1);
+  });
+});
