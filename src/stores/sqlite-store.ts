@@ -136,7 +136,7 @@ export class SqliteStore implements Store {
     return this.db;
   }
 
-  /** The run's integer key (its rows in journal, messages and snapshots are keyed by it), or undefined. */
+  /** The run's integer key (its journal entries and messages are keyed by it), or undefined. */
   runKey(runId: string): number | undefined {
     let rk = this.runKeys.get(runId);
     if (rk === undefined) {
@@ -147,18 +147,20 @@ export class SqliteStore implements Store {
   }
 
   async createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord> {
-    return this.createRunSync(run, initial, journal);
+    const { rk, record } = this.createRunSync(run, initial, journal);
+    // Only once committed: a rolled-back run has no key.
+    this.runKeys.set(run.id, rk);
+    return record;
   }
 
-  private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): RunRecord => {
+  private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): { rk: number; record: RunRecord } => {
     const record = newRunRecord(run);
     const inserted = this.statements.insertRun.run(run.id, run.agent, run.status, run.createdAt, updatedBucket(run.createdAt), JSON.stringify(record));
     const rk = Number(inserted.lastInsertRowid);
     const state: RowState = { rk, record, varsKey: 0 };
     this.writeJournal(state, journal, initial);
     this.saveRecord(state, { status: "", bucket: -1 });
-    this.runKeys.set(run.id, rk);
-    return state.record;
+    return { rk, record: state.record };
   });
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
