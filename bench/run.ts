@@ -179,17 +179,16 @@ function keyRange(db: Database.Database, runId: string): [number, number] {
 }
 
 /**
- * The bytes of the rows the run inserted, by what they hold: keys and integers counted as 8
- * bytes, text and blobs at their length; a journal entry's snapshot columns count as snapshot
- * bytes, the message bodies it carries as messages.
+ * The bytes of the rows the run inserted: keys and integers counted as 8 bytes, text and blobs
+ * at their length; a journal entry's snapshot columns count as snapshot bytes.
  */
 function logicalBytes(db: Database.Database, runId: string): { total: number; messages: number; journal: number; snapshots: number } {
   const range = keyRange(db, runId);
   const one = (sql: string) => Number((db.prepare(sql).get(...range) as { n: number | null }).n ?? 0);
   const journal = one("SELECT SUM(8 + 8 + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ?");
-  const messages = one("SELECT SUM(LENGTH(msgs) + COALESCE(LENGTH(msg_lens), 0)) AS n FROM journal WHERE k >= ? AND k < ?");
+  const messages = one("SELECT SUM(8 + LENGTH(body)) AS n FROM messages WHERE k >= ? AND k < ?");
   const snapshots = one(
-    "SELECT SUM(8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0) + 8 * (snap_at IS NOT NULL) + 8 * (vars_key IS NOT NULL)) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL",
+    "SELECT SUM(8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0) + 8 * (snap_at IS NOT NULL)) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL",
   );
   return { total: journal + messages + snapshots, messages, journal, snapshots };
 }
@@ -212,8 +211,7 @@ function floorOnce(path: string, runId: string, messageCount: number): number {
   const began = performance.now();
   const db = new Database(path, { readonly: true });
   const [from, to] = keyRange(db, runId);
-  // Each step's entry carries the one message it appended (no lengths to split by in this run).
-  const bodies = db.prepare("SELECT msgs FROM journal WHERE k >= ? AND k < ? AND msgs IS NOT NULL ORDER BY k").raw().all(from, to) as [string][];
+  const bodies = db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").raw().all(from, from + messageCount) as [string][];
   const messages = bodies.map((row) => JSON.parse(row[0]) as Message);
   const vars = db.prepare("SELECT vars FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
   JSON.parse(vars.vars);

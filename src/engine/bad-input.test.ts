@@ -41,27 +41,17 @@ async function pausedRun() {
   return { rt, run: paused };
 }
 
-/** The key of a run's journal entry `n`. */
+/** The key of a run's row `n` in messages, journal or snapshots. */
 function keyOf(runId: string, n: number): number {
   return rowKey(h!.store.runKey(runId)!, n);
 }
 
-/** The journal entry whose snapshot appended message `index`, with the bodies it appended. */
-function entryWithMessage(runId: string, index: number): { k: number; msgs: string } {
-  const rows = h!.store.database
-    .prepare("SELECT k, msg_count, msgs FROM journal WHERE k >= ? AND k < ? AND msgs IS NOT NULL ORDER BY k")
-    .all(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { k: number; msg_count: number; msgs: string }[];
-  const row = rows.find((r) => r.msg_count > index);
-  if (!row) throw new Error(`no journal entry holds message ${index}`);
-  return row;
-}
-
 function rowCounts(runId: string): Record<string, number> {
   const db = h!.store.database;
-  const range = [keyOf(runId, 0), keyOf(runId, perRun - 1)];
   const byRunId = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
-  const snapshots = db.prepare("SELECT count(*) AS n, sum(length(msgs)) AS bytes FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(...range) as { n: number; bytes: number };
-  return { snapshots: snapshots.n, messageBytes: snapshots.bytes, effects: byRunId("effects"), commands: byRunId("commands") };
+  const byKey = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE k >= ? AND k < ?`).get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
+  const snapshots = (db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
+  return { messages: byKey("messages"), snapshots, effects: byRunId("effects"), commands: byRunId("commands") };
 }
 
 describe("unknown ids and refused transitions", () => {
@@ -119,12 +109,10 @@ describe("a corrupt snapshot", () => {
   it("refuses resume with snapshot_corrupt, deletes nothing and leaves the status as it was", async () => {
     const { rt, run } = await pausedRun();
     const db = h!.store.database;
-    // One byte of the assistant's message, where the snapshot that appended it keeps it.
-    const row = entryWithMessage(run.id, 1);
-    const flipped = row.msgs.replace(/"assistant"/, '"assistbnt"');
-    expect(flipped).not.toBe(row.msgs);
-    expect(flipped.length).toBe(row.msgs.length);
-    db.prepare("UPDATE journal SET msgs = ? WHERE k = ?").run(flipped, row.k);
+    const row = db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string };
+    const flipped = row.body.replace(/"assistant"/, '"assistbnt"');
+    expect(flipped).not.toBe(row.body);
+    db.prepare("UPDATE messages SET body = ? WHERE k = ?").run(flipped, keyOf(run.id, 1));
     const before = rowCounts(run.id);
     const journalBefore = (await rt.journal(run.id)).length;
 
@@ -139,7 +127,7 @@ describe("a corrupt snapshot", () => {
     const journal = await rt.journal(run.id);
     expect(journal.length).toBe(journalBefore + 1);
     expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "resume", outcome: "refused: snapshot_corrupt" } });
-    expect((db.prepare("SELECT msgs FROM journal WHERE k = ?").get(row.k) as { msgs: string }).msgs).toBe(flipped);
+    expect((db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string }).body).toBe(flipped);
   });
 
   it("refuses a snapshot whose vars were changed", async () => {
@@ -168,7 +156,7 @@ describe("a corrupt snapshot", () => {
     await waitUntil(() => ledger.executionsOf("wait") === 1);
     await rt.pause(run.id);
     await rt.waitFor(run.id, ["paused"]);
-    h.store.database.prepare("UPDATE journal SET msgs = ?, msg_lens = NULL WHERE k = ?").run('{"role":"tool"}', entryWithMessage(run.id, 0).k);
+    h.store.database.prepare("UPDATE messages SET body = ? WHERE k = ?").run('{"role":"tool"}', keyOf(run.id, 0));
     await rt.cancel(run.id);
     const done = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 5_000 });
     expect(done.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);

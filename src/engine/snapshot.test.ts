@@ -90,7 +90,7 @@ describe("snapshots", () => {
     const range = [rowKey(store.runKey(run.id)!, 0), rowKey(store.runKey(run.id)! + 1, 0)];
     const varsRows = db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL").get(...range) as { n: number };
     expect(varsRows.n).toBe(6);
-    const messageBytes = db.prepare("SELECT sum(length(msgs)) AS n FROM journal WHERE k >= ? AND k < ?").get(...range) as { n: number };
+    const messageBytes = db.prepare("SELECT sum(length(body)) AS n FROM messages WHERE k >= ? AND k < ?").get(...range) as { n: number };
     expect(messageBytes.n).toBeLessThan(500 * 1_200);
   });
 

@@ -30,9 +30,9 @@ function currentLayout(db: Database.Database): number {
 
 /**
  * Layout 2 → layout 3, inside the caller's transaction: every run gets an integer key, and its
- * journal is copied under keys built from it. Each snapshot moves onto a journal entry of its
- * run, with the messages it appended: the first entry, after the one the previous snapshot went
- * on, not older than the snapshot (the engine wrote every snapshot with entries of that time).
+ * journal and messages are copied under keys built from it. Each snapshot head moves onto a
+ * journal entry of its run: the first entry, after the one the previous snapshot went on, not
+ * older than the snapshot (the engine wrote every snapshot with entries of the same time).
  * Commands, effects, halts and tokens are unchanged. Nothing is dropped before its rows are
  * copied and counted, and any failure rolls the whole file back.
  */
@@ -45,23 +45,21 @@ export function migrateFromLayout2(db: Database.Database): void {
       SELECT rowid, id, agent, status, created_at, ((updated_at + 999) / 1000) * 1000, lease_until, 0, doc FROM runs_layout2 ORDER BY rowid;
     INSERT INTO journal (k, type, at, call_seq, data)
       SELECT r.rk * ${perRun} + j.seq, ${typeCodeSql("j.type")}, j.at, j.call_seq, j.data FROM journal_layout2 j JOIN runs r ON r.id = j.run_id;
+    INSERT INTO messages (k, body)
+      SELECT r.rk * ${perRun} + m.idx, m.body FROM messages_layout2 m JOIN runs r ON r.id = m.run_id;
   `);
   const entriesOf = db.prepare("SELECT k, at FROM journal WHERE k >= ? AND k < ? ORDER BY k");
   const snapshotsOf = db.prepare("SELECT seq, step, msg_count, chain, checksum, schema_version, at, vars, vars_seq FROM snapshots_layout2 WHERE run_id = ? ORDER BY seq");
-  const messagesOf = db.prepare("SELECT body FROM messages_layout2 WHERE run_id = ? ORDER BY idx").pluck();
   const attach = db.prepare(
-    "UPDATE journal SET snap_seq = ?, snap_step = ?, msg_count = ?, chain = ?, checksum = ?, schema_version = ?, snap_at = ?, vars = ?, vars_key = ?, msgs = ?, msg_lens = ? WHERE k = ?",
+    "UPDATE journal SET snap_seq = ?, snap_step = ?, msg_count = ?, chain = ?, checksum = ?, schema_version = ?, snap_at = ?, vars = ?, vars_key = ? WHERE k = ?",
   );
   const setVarsKey = db.prepare("UPDATE runs SET vars_key = ? WHERE rk = ?");
   let moved = 0;
-  let movedMessages = 0;
   for (const run of db.prepare("SELECT rk, id FROM runs").all() as { rk: number; id: string }[]) {
     const entries = entriesOf.all(run.rk * perRun, (run.rk + 1) * perRun) as { k: number; at: number }[];
-    const bodies = messagesOf.all(run.id) as string[];
     const keyOfSeq = new Map<number, number>();
     let next = 0;
     let varsKey = 0;
-    let messageCount = 0;
     for (const snapshot of snapshotsOf.all(run.id) as Layout2Snapshot[]) {
       let index = next;
       while (index < entries.length && entries[index].at < snapshot.at) index++;
@@ -71,13 +69,6 @@ export function migrateFromLayout2(db: Database.Database): void {
       keyOfSeq.set(snapshot.seq, entry.k);
       varsKey = keyOfSeq.get(snapshot.vars_seq) ?? 0;
       if (varsKey === 0) throw new Error(`snapshot ${snapshot.seq} of run ${run.id} points at vars of snapshot ${snapshot.vars_seq}, which comes after it`);
-      // The messages this snapshot appended: messages are append-only, so those after the previous one's.
-      if (snapshot.msg_count < messageCount || snapshot.msg_count > bodies.length) {
-        throw new Error(`snapshot ${snapshot.seq} of run ${run.id} counts ${snapshot.msg_count} messages, after ${messageCount}, of ${bodies.length} stored`);
-      }
-      const appended = bodies.slice(messageCount, snapshot.msg_count);
-      messageCount = snapshot.msg_count;
-      movedMessages += appended.length;
       attach.run(
         snapshot.seq,
         snapshot.step,
@@ -87,8 +78,6 @@ export function migrateFromLayout2(db: Database.Database): void {
         snapshot.at === entry.at ? null : snapshot.at,
         snapshot.vars,
         varsKey === entry.k ? null : varsKey,
-        appended.length === 0 ? null : appended.join(""),
-        appended.length > 1 ? appended.map((body) => body.length).join(",") : null,
         entry.k,
       );
       next = index + 1;
@@ -97,7 +86,7 @@ export function migrateFromLayout2(db: Database.Database): void {
     setVarsKey.run(varsKey, run.rk);
   }
   const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
-  const copied = { journal: count("journal"), messages: movedMessages, snapshots: moved };
+  const copied = { journal: count("journal"), messages: count("messages"), snapshots: moved };
   const original = { journal: count("journal_layout2"), messages: count("messages_layout2"), snapshots: count("snapshots_layout2") };
   for (const table of ["journal", "messages", "snapshots"] as const) {
     if (copied[table] !== original[table]) throw new Error(`migration to layout 3 copied ${copied[table]} of ${original[table]} ${table}; nothing was changed`);

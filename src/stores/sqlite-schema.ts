@@ -5,24 +5,24 @@ import type { JournalType } from "../engine/store.js";
 /**
  * The SQLite store's tables (layout 3, recorded in `PRAGMA user_version`).
  *
- * A run's journal entries are keyed by one integer, the run's key (`runs.rk`) times 2^26 plus
- * the entry's number: a plain rowid table with no second index, where a run's entries lie
- * together in key order. A snapshot is stored on the last journal entry of the transaction
- * that wrote it: its head (step, message count, chain, checksum), the vars when they changed,
- * and the message bodies it appended. A step so writes two pages, the journal's last and the
- * run's, and resume reads the run's message bodies in key order. Layout 2 kept a text run id in
- * every row, a primary-key index beside each table, and separate tables of messages and of
- * snapshot heads: half again the bytes a step wrote, and three more pages in every commit.
+ * A run's journal entries and messages are keyed by one integer, the run's key (`runs.rk`)
+ * times 2^26 plus the entry's number: each is a plain rowid table with no second index, a
+ * run's rows lie together in key order, and appending a step touches one leaf page of each.
+ * A snapshot's head (step, message count, chain, checksum, vars when changed) is stored on the
+ * last journal entry of the transaction that wrote it, so a step writes three pages (journal,
+ * messages, the run) instead of four. Layout 2 kept a text run id in every row, a primary-key
+ * index beside each table and a table of snapshot heads: about a third more bytes a step and
+ * two more pages written in every commit.
  */
 export const storeLayout = 3;
 
-/** Journal entries per run: their numbers stay below it. */
+/** Entries per run in each keyed table: message indexes and journal numbers stay below it. */
 export const perRun = 2 ** 26;
 /** Run keys stay below this, so every row key is a safe integer in JavaScript. */
 const maxRunKey = 2 ** 27;
 
 export function rowKey(rk: number, n: number): number {
-  if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} journal entries (run key ${rk}, entry ${n})`);
+  if (n >= perRun) throw new TetherError("store_limit", `a run holds at most ${perRun} messages and journal entries (run key ${rk}, entry ${n})`);
   if (rk >= maxRunKey) throw new TetherError("store_limit", `this store holds at most ${maxRunKey - 1} runs`);
   return rk * perRun + n;
 }
@@ -107,11 +107,11 @@ CREATE TABLE journal (
   -- The agent's vars, only where they changed; vars_key is the key of the entry that holds those
   -- in force, NULL when it is this one.
   vars TEXT,
-  vars_key INTEGER,
-  -- The message bodies the snapshot appended, one after the other (NULL when none), and their
-  -- lengths, comma-separated, when there are several.
-  msgs TEXT,
-  msg_lens TEXT
+  vars_key INTEGER
+);
+CREATE TABLE messages (
+  k INTEGER PRIMARY KEY,
+  body TEXT NOT NULL
 );
 `;
 

@@ -35,10 +35,12 @@ const statementSql = {
   saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
   saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
   insertJournal: "INSERT INTO journal (k, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?)",
-  insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key, msgs, msg_lens)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? ORDER BY k LIMIT ?",
-  appendedMessages: "SELECT msgs, msg_lens FROM journal WHERE k > ? AND k <= ? AND msgs IS NOT NULL ORDER BY k",
+  insertMessage: "INSERT INTO messages (k, body) VALUES (?, ?)",
+  readMessages: "SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k",
+  readMessage: "SELECT body FROM messages WHERE k = ?",
   latestSnapshot: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1`,
   snapshotAtStep: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL AND snap_step <= ? ORDER BY k DESC LIMIT 1`,
   snapshotVars: "SELECT vars, snap_seq FROM journal WHERE k = ?",
@@ -134,7 +136,7 @@ export class SqliteStore implements Store {
     return this.db;
   }
 
-  /** The run's integer key (its journal entries are keyed by it), or undefined. */
+  /** The run's integer key (its journal entries and messages are keyed by it), or undefined. */
   runKey(runId: string): number | undefined {
     let rk = this.runKeys.get(runId);
     if (rk === undefined) {
@@ -278,8 +280,12 @@ export class SqliteStore implements Store {
   }
 
   private writeSnapshot(state: RowState, snapshot: SnapshotWrite, k: number, entry: JournalInput, data: string): void {
-    const { record } = state;
-    const { head, appendMessages } = snapshot;
+    const { record, rk } = state;
+    const { head } = snapshot;
+    const firstIndex = head.messageCount - snapshot.appendMessages.length;
+    for (let i = 0; i < snapshot.appendMessages.length; i++) {
+      this.statements.insertMessage.run(rowKey(rk, firstIndex + i), snapshot.appendMessages[i]);
+    }
     const seq = record.snapshotSeq + 1;
     if (snapshot.varsJson !== undefined) state.varsKey = k;
     this.statements.insertJournalWithSnapshot.run(
@@ -297,8 +303,6 @@ export class SqliteStore implements Store {
       head.at === entry.at ? null : head.at,
       snapshot.varsJson ?? null,
       state.varsKey === k ? null : state.varsKey,
-      appendMessages.length === 0 ? null : appendMessages.join(""),
-      appendMessages.length > 1 ? appendMessages.map((body) => body.length).join(",") : null,
     );
     record.snapshotSeq = seq;
     record.snapshotAt = head.at;
@@ -336,8 +340,7 @@ export class SqliteStore implements Store {
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
     const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    const messages: string[] = [];
-    for (const [msgs, lens] of this.statements.appendedMessages.raw().all(from, row.k) as [string, string | null][]) appendBodies(messages, msgs, lens);
+    const messages = this.statements.readMessages.pluck().all(from, from + row.msg_count) as string[];
     return {
       head: {
         seq: row.snap_seq,
@@ -357,16 +360,11 @@ export class SqliteStore implements Store {
   async readMessages(runId: string, indexes: readonly number[]): Promise<Map<number, string>> {
     const found = new Map<number, string>();
     const rk = this.runKey(runId);
-    const wanted = new Set(indexes.filter((index) => Number.isInteger(index) && index >= 0));
-    if (rk === undefined || wanted.size === 0) return found;
-    const last = Math.max(...wanted);
-    // In key order, counting messages, until the last one asked for: this is not on any hot path.
-    const bodies: string[] = [];
-    for (const [msgs, lens] of this.statements.appendedMessages.raw().iterate(rowKey(rk, 0), rowKey(rk + 1, 0) - 1) as IterableIterator<[string, string | null]>) {
-      const before = bodies.length;
-      appendBodies(bodies, msgs, lens);
-      for (let index = before; index < bodies.length; index++) if (wanted.has(index)) found.set(index, bodies[index]);
-      if (bodies.length > last) break;
+    if (rk === undefined) return found;
+    for (const index of indexes) {
+      if (!Number.isInteger(index) || index < 0 || index >= perRun) continue;
+      const row = this.statements.readMessage.get(rowKey(rk, index)) as { body: string } | undefined;
+      if (row) found.set(index, row.body);
     }
     return found;
   }
@@ -464,24 +462,6 @@ export class SqliteStore implements Store {
     // Its connection closes first, so this one is the last and checkpoints and removes the WAL.
     await checkpointer?.close();
     if (this.db.open) this.db.close();
-  }
-}
-
-/** The bodies of one snapshot's appended messages; unreadable lengths give one body, which then fails verification. */
-function appendBodies(into: string[], msgs: string, lens: string | null): void {
-  if (lens === null) {
-    into.push(msgs);
-    return;
-  }
-  const lengths = lens.split(",").map(Number);
-  if (lengths.some((n) => !Number.isInteger(n) || n < 0) || lengths.reduce((sum, n) => sum + n, 0) !== msgs.length) {
-    into.push(msgs);
-    return;
-  }
-  let offset = 0;
-  for (const length of lengths) {
-    into.push(msgs.slice(offset, offset + length));
-    offset += length;
   }
 }
 
