@@ -123,6 +123,21 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(await store.getRun(run.id)).toEqual(run);
       });
 
+      it("keeps what it wrote whatever is done to a record an update returned", async () => {
+        const { run } = await create();
+        const result = await store.update({ runId: run.id, set: { step: 1 }, journal: [entry("status", baseTime + 1)] });
+        expect(result.ok).toBe(true);
+        try {
+          (result.run as { step: number }).step = 99;
+          (result.run.usage as { inputTokens: number }).inputTokens = 5;
+        } catch {
+          // A store may hand out frozen records.
+        }
+        const next = await store.update({ runId: run.id, set: { statusReason: "checked" }, journal: [entry("status", baseTime + 2)] });
+        expect(next.run).toMatchObject({ step: 1, statusReason: "checked", usage: run.usage });
+        expect(await store.getRun(run.id)).toMatchObject({ step: 1, statusReason: "checked", usage: run.usage });
+      });
+
       it("lists runs newest first, filtered by status, agent, updatedAfter and limit", async () => {
         const a = (await create({ agent: "agent-a" })).run;
         const b = (await create({ agent: "agent-b" })).run;
