@@ -223,7 +223,7 @@ function floorOnce(path: string, runId: string, messageCount: number): number {
 
 async function benchSize(steps: number): Promise<Record<string, number>> {
   const agent = benchAgent(`bench-${steps}`, instantModel, steps);
-  const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 5 : 15;
+  const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 9 : 41;
   const baselines: number[] = [];
   const durables: { ms: number; runId: string; logical: ReturnType<typeof logicalBytes> }[] = [];
   // Cold: the first run on a store just opened on a new file (statements not yet prepared, pages not cached).

@@ -225,6 +225,7 @@ export class Runtime {
     const { write } = SnapshotWriter.forNewRun(state, now);
     const id = this.ctx.ids("run");
     const owner = options.owner ?? "local";
+    const created: JournalInput[] = [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner } }];
     const run = await this.store.createRun(
       {
         id,
@@ -240,11 +241,16 @@ export class Runtime {
         createdAt: now,
       },
       write,
-      [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner } }],
+      created,
     );
-    this.bus.publishJournal(await this.store.readJournal(id));
+    this.publishCreated(id, created);
     if (this.isWorker && !this.closed) this.claimSoon(run);
     return run;
+  }
+
+  /** A new run's first entries, as the store numbered them (1, 2, …): no need to read them back. */
+  private publishCreated(runId: string, entries: readonly JournalInput[]): void {
+    this.bus.publishJournal(entries.map((entry, index) => ({ ...entry, runId, seq: index + 1 })));
   }
 
   async fork(runId: string, options: { fromStep: number; actor?: string }): Promise<RunRecord> {
@@ -260,6 +266,9 @@ export class Runtime {
     const { write } = SnapshotWriter.forNewRun(state, now, options.fromStep);
     const id = this.ctx.ids("run");
     const actor = options.actor ?? "local";
+    const created: JournalInput[] = [
+      { type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep } },
+    ];
     const run = await this.store.createRun(
       {
         id,
@@ -275,9 +284,9 @@ export class Runtime {
         createdAt: now,
       },
       write,
-      [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep } }],
+      created,
     );
-    this.bus.publishJournal(await this.store.readJournal(id));
+    this.publishCreated(id, created);
     if (this.isWorker && !this.closed) this.claimSoon(run);
     return run;
   }
