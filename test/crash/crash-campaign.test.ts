@@ -32,14 +32,14 @@ describe("crash campaign (SIGKILL of the worker process)", () => {
   }, 170_000);
 
   it("a cancel killed during compensation continues after recovery: every effect compensated once, newest first, the run cancelled", async () => {
-    const report = await runCancelUnderCrash({ dir: join(dir, "cancel"), seed: 3, runs: 3, drafts: 6, kills: 4, compensateMs: 120 });
+    const report = await runCancelUnderCrash({ dir: join(dir, "cancel"), seed: 3, runs: 3, drafts: 10, kills: 4, compensateMs: 120 });
 
     expect(report.kills).toBe(4);
     expect(report.statusAtKills).toContain("cancelling");
     for (const run of report.runs) {
       const newestFirst = run.effects.map((e) => e.callSeq).sort((a, b) => b - a);
       expect(run.status).toBe("cancelled");
-      expect(run.effects.length).toBe(6);
+      expect(run.effects.length).toBe(10);
       expect(run.effects.every((e) => e.state === "compensated")).toBe(true);
       expect(run.compensationOrder).toEqual(newestFirst);
       expect(Object.values(run.succeededPerEffect)).toEqual(newestFirst.map(() => 1));

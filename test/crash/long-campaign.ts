@@ -23,8 +23,9 @@ try {
     `campaign: ${campaign.kills} kills over ${campaign.childStarts} child processes, ${campaign.runs.length} runs, in flight at kills ${JSON.stringify(campaign.inFlightAtKill)}, ` +
       `${campaign.uncertainResolutions.length} uncertain resolved, recovery ${JSON.stringify(campaign.recoveryDecisions)}, ${campaign.idempotentRetries} idempotent retries absorbed, ${Math.round(campaign.durationMs / 1000)} s`,
   );
-  // A run needs a few compensations left for each kill, so the drafts grow with the kills.
-  const cancel = await runCancelUnderCrash({ dir, seed, runs: 3, drafts: Math.max(6, cancelKills + 2), kills: cancelKills, compensateMs: 120, log });
+  // A run needs compensations left for each kill, so the drafts grow with the kills: twice as
+  // many, as a run often finishes more than one compensation between two kills.
+  const cancel = await runCancelUnderCrash({ dir, seed, runs: 3, drafts: Math.max(6, 2 * cancelKills + 2), kills: cancelKills, compensateMs: 120, log });
   const cancelProblems = cancelViolations(cancel, { minKills: cancelKills });
   log(`cancel under crash: ${cancel.kills} kills, ${cancel.runs.map((r) => `${r.runId} ${r.status} (${r.effects.length} effects)`).join(", ")}, ${Math.round(cancel.durationMs / 1000)} s`);
   const problems = [...campaignProblems, ...cancelProblems];
