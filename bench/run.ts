@@ -19,6 +19,8 @@
  * - resume: a fresh SqliteStore on the same file → the run record and the verified, parsed
  *   state, with the agent's next call planned. Floor: a fresh raw connection that SELECTs the
  *   same message bodies and vars and JSON.parses them, nothing else. Medians of several.
+ * - knobs: BENCH_SIZES (default 100,1000,10000), BENCH_PAUSE_SAMPLES (default 300), and
+ *   BENCH_DEBUG=1 to print every run's µs per step.
  * - pause: in-process, from calling `pause()` to the moment the stream is cut (the call's
  *   AbortSignal fires; the gate forwards nothing after it, which is checked), many samples;
  *   the time until `call.aborted` is journaled is printed too.
