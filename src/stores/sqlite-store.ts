@@ -236,10 +236,18 @@ export class SqliteStore implements Store {
         if (TetherError.isInstance(error)) throw error;
         throw new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
       }
-      this.writes += 1;
-      if (this.writes === checkpointerAfterWrites) this.startCheckpointer();
+      this.wrote();
       return result;
     };
+  }
+
+  /**
+   * Counts a write through this connection, whichever path made it: half the change marker, and
+   * what hands the connection's checkpoints to the worker thread once it writes enough.
+   */
+  private wrote(): void {
+    this.writes += 1;
+    if (this.writes >= checkpointerAfterWrites && !this.checkpointer) this.startCheckpointer();
   }
 
   /** A connection that keeps writing checkpoints from a worker thread from now on. */
@@ -371,7 +379,7 @@ export class SqliteStore implements Store {
 
   async insertCommand(command: CommandRecord): Promise<void> {
     this.insertCommandSync(command);
-    this.writes += 1;
+    this.wrote();
   }
 
   private insertCommandSync(command: CommandRecord): void {
@@ -422,11 +430,11 @@ export class SqliteStore implements Store {
 
   async setHalt(halt: HaltRecord): Promise<void> {
     this.statements.setHalt.run(halt.scope, halt.actor, halt.reason, halt.at);
-    this.writes += 1;
+    this.wrote();
   }
 
   async clearHalt(scope: string): Promise<boolean> {
-    this.writes += 1;
+    this.wrote();
     return this.statements.clearHalt.run(scope).changes > 0;
   }
 
@@ -436,7 +444,7 @@ export class SqliteStore implements Store {
 
   async saveToken(token: ApiTokenRecord): Promise<void> {
     this.statements.saveToken.run(token.id, token.name, token.role, token.hash, token.createdAt, token.revokedAt);
-    this.writes += 1;
+    this.wrote();
   }
 
   async findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined> {
