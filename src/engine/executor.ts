@@ -260,13 +260,7 @@ export class RunExecutor {
         if (await this.complete(action.output)) return;
         continue;
       }
-      const repeats = action.type === "tool" && this.run.guard.lastToolSignature === toolSignature(action) ? this.run.guard.repeats + 1 : 1;
-      const tripped = trippedBudget(this.run.budgets, {
-        usage: this.run.usage,
-        step: this.run.step,
-        activeMs: this.leavingRunning().activeMs ?? 0,
-        repeatedToolCalls: action.type === "tool" ? repeats : 0,
-      });
+      const { repeats, tripped } = this.admission(action, this.run.usage, this.run.step);
       if (tripped) {
         await this.requestPause(tripped, { type: "budget.tripped", at: this.now(), data: { reason: tripped } });
         continue;
@@ -326,14 +320,15 @@ export class RunExecutor {
       return undefined; // the loop calls next() again and fails the run with the error
     }
     if (action.type === "done") return undefined;
-    const repeats = action.type === "tool" && this.run.guard.lastToolSignature === toolSignature(action) ? this.run.guard.repeats + 1 : 1;
-    const tripped = trippedBudget(this.run.budgets, {
-      usage: usage ? addUsage(this.run.usage, usage) : this.run.usage,
-      step,
-      activeMs: this.leavingRunning().activeMs ?? 0,
-      repeatedToolCalls: action.type === "tool" ? repeats : 0,
-    });
+    const { repeats, tripped } = this.admission(action, usage ? addUsage(this.run.usage, usage) : this.run.usage, step);
     return tripped ? undefined : { action, repeats };
+  }
+
+  /** How many times in a row this call repeats a tool call, and the budget it trips at `step` with `usage` spent, if any. */
+  private admission(action: Action & { type: "model" | "tool" }, usage: Usage, step: number): { repeats: number; tripped: string | undefined } {
+    const repeats = action.type === "tool" && this.run.guard.lastToolSignature === toolSignature(action) ? this.run.guard.repeats + 1 : 1;
+    const tripped = trippedBudget(this.run.budgets, { usage, step, activeMs: this.leavingRunning().activeMs ?? 0, repeatedToolCalls: action.type === "tool" ? repeats : 0 });
+    return { repeats, tripped };
   }
 
   private model(): TetherModel {
