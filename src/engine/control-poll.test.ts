@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { effectTool, harness, Ledger, sequenceAgent, tempSqlite, waitUntil, type Harness, type TempSqlite } from "../testing/index.js";
 import type { SqliteStore } from "../stores/sqlite-store.js";
+import { observedStore } from "../testing/observed-store.js";
 
 let h: Harness | undefined;
 let sqlite: TempSqlite | undefined;
@@ -14,14 +15,10 @@ afterEach(async () => {
 /** The store, counting the run reads it serves. */
 function counting(store: SqliteStore): { store: SqliteStore; reads: () => number } {
   let reads = 0;
-  const proxy = new Proxy(store, {
-    get(target, property) {
-      if (property === "getRun") reads += 1;
-      const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const observed = observedStore(store, (method) => {
+    if (method === "getRun") reads += 1;
   });
-  return { store: proxy, reads: () => reads };
+  return { store: observed, reads: () => reads };
 }
 
 describe("an executing run polling for control from other processes", () => {

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { harness, tempSqlite, type Harness, type TempSqlite } from "../testing/index.js";
+import { observedStore } from "../testing/observed-store.js";
 import type { SqliteStore } from "../stores/sqlite-store.js";
 import { rowKey } from "../stores/sqlite-schema.js";
 import { defineAgent } from "./agent.js";
@@ -25,21 +26,13 @@ function snapshotBytes(write: SnapshotWrite): number {
 /** The store as the engine uses it, counting what it writes and reads. */
 function recording(store: SqliteStore) {
   const seen = { snapshotWrites: new Map<number, number>(), journalReads: 0, stateLoads: 0 };
-  const proxy = new Proxy(store, {
-    get(target, property) {
-      if (property === "update") {
-        return (update: RunUpdate) => {
-          if (update.snapshot) seen.snapshotWrites.set(update.snapshot.head.step, snapshotBytes(update.snapshot));
-          return target.update(update);
-        };
-      }
-      if (property === "readJournal") seen.journalReads += 1;
-      if (property === "loadState") seen.stateLoads += 1;
-      const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const observed = observedStore(store, (method, args) => {
+    const update = args[0] as RunUpdate;
+    if (method === "update" && update.snapshot) seen.snapshotWrites.set(update.snapshot.head.step, snapshotBytes(update.snapshot));
+    if (method === "readJournal") seen.journalReads += 1;
+    if (method === "loadState") seen.stateLoads += 1;
   });
-  return { store: proxy, seen };
+  return { store: observed, seen };
 }
 
 /** One tool call per step, each adding a ~1 KB message; vars change only every 100 steps. */
