@@ -1,7 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SnapshotWriter } from "../engine/snapshot.js";
+import type { AgentState } from "../engine/state.js";
 import { storeConformance } from "../testing/store-conformance.js";
 import { SqliteStore } from "./sqlite-store.js";
 
@@ -53,6 +55,48 @@ describe("SqliteStore", () => {
       expect(first.changeMarker()).not.toBe(afterOther);
       await first.close();
       await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps a writer that never pauses within its WAL bound: the file is reused, not grown", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tether-store-"));
+    try {
+      const path = join(dir, "tether.db");
+      const store = new SqliteStore({ path });
+      const state: AgentState = { messages: [{ role: "user", content: "go" }], vars: { done: 0 } };
+      const { writer, write } = SnapshotWriter.forNewRun(state, 1);
+      const runId = "run_busy";
+      await store.createRun(
+        { id: runId, agent: "a", agentVersion: "1", owner: "o", status: "running", input: null, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1 },
+        write,
+        [{ type: "run.created", at: 1, data: {} }],
+      );
+      writer.commit();
+      const text = "durable ".repeat(125);
+      let largestWal = 0;
+      // Each step commits at least two 8 KB pages (the journal's last, the messages' last), so
+      // 6,000 steps put about three times the bound through the WAL.
+      for (let step = 1; step <= 6000; step++) {
+        state.messages.push({ role: "assistant", content: text });
+        state.vars = { done: step };
+        const result = await store.update({
+          runId,
+          set: { step },
+          journal: [{ type: "call.completed", at: 1 + step, callSeq: step, data: { kind: "model" } }],
+          snapshot: writer.prepare(state, step, 1 + step),
+        });
+        expect(result.ok).toBe(true);
+        writer.commit();
+        if (step % 250 === 0) largestWal = Math.max(largestWal, statSync(`${path}-wal`).size);
+      }
+      // The bound is 32 MiB; a commit that reaches it while the checkpoint thread holds the
+      // checkpoint lock leaves the copy to a later one, so the file overshoots by what is written
+      // meanwhile (1–6 MiB here). Unbounded, 6,000 steps grow it past 100 MiB.
+      expect(largestWal).toBeGreaterThan(24 * 1024 * 1024);
+      expect(largestWal).toBeLessThan(64 * 1024 * 1024);
+      await store.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
