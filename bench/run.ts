@@ -13,7 +13,9 @@
  *   into the file (a RESTART checkpoint, which keeps the WAL file for reuse) before the first
  *   and after the last; logical bytes: the bytes of the rows a run
  *   inserted (journal entries with their snapshot heads, messages) / steps; new data: the bytes
- *   of the message each step appends (the ~1 KB the targets compare with).
+ *   of the message each step appends (the ~1 KB the targets compare with); handed to the OS: the
+ *   bytes the process passed to write calls during the runs (Linux `/proc/self/io` wchar: WAL
+ *   frames, whole pages, and the checkpoint thread's copies into the file) / steps.
  * - timings: baseline and durable runs interleaved, after a warm-up; the medians are reported,
  *   the best (minimum) overhead is printed too, with the load average, as the machine is shared.
  * - resume: a fresh SqliteStore on the same file → the run record and the verified, parsed
@@ -26,7 +28,7 @@
  *   the time until `call.aborted` is journaled is printed too.
  */
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -152,6 +154,16 @@ async function checkpointedSize(store: SqliteStore, path: string): Promise<numbe
   throw new Error(`the WAL could not be checkpointed: ${JSON.stringify(last)}`);
 }
 
+/** Bytes this process has passed to write calls, all threads (Linux); undefined elsewhere. */
+function bytesHandedToOs(): number | undefined {
+  try {
+    const match = /^wchar: (\d+)$/m.exec(readFileSync("/proc/self/io", "utf8"));
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function statSafe(path: string): number | undefined {
   try {
     return statSync(path).size;
@@ -236,20 +248,23 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
   await coldRuntime.close();
   await coldStore.close();
   // Steady state: the runs follow each other on one store that is already open, as in a worker
-  // or a server; a first run of 1,000 steps prepares the statements and grows the WAL file to the size it keeps.
+  // or a server; a first run of 1,500 steps prepares the statements and writes more than the
+  // WAL's bound (32 MiB, about 1,200 steps), so the WAL file has the size it keeps and is reused.
   const path = join(dir, `bench-${steps}.db`);
   const store = new SqliteStore({ path });
-  const warm = benchAgent(`bench-${steps}-warm`, instantModel, 1000);
+  const warm = benchAgent(`bench-${steps}-warm`, instantModel, 1500);
   const runtime = createTether({ agents: [agent, warm], store, workerPollMs: 1_000 });
   await runDurable(runtime, warm.name);
   // Everything in the WAL copied into the file before the runs and after them: the growth is theirs.
   const before = await checkpointedSize(store, path);
+  const writtenBefore = bytesHandedToOs();
   // Interleaved, so a burst of load from elsewhere on the machine hits both sides alike.
   for (let i = 0; i < repeats; i++) {
     baselines.push(await baselineLoop(agent, instantModel));
     const { runId, ms } = await runDurable(runtime, agent.name);
     durables.push({ ms, runId, logical: logicalBytes(store.database, runId) });
   }
+  const writtenAfter = bytesHandedToOs();
   const growth = (await checkpointedSize(store, path)) - before;
   await runtime.close();
   // The last connection to close checkpoints the WAL into the file and removes it.
@@ -299,6 +314,7 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
     // Over every run: a single short run's growth is counted in whole pages.
     bytesPerStep: growth / (repeats * steps),
     logicalPerStep: durable.logical.total / steps,
+    osBytesPerStep: writtenBefore === undefined || writtenAfter === undefined ? Number.NaN : (writtenAfter - writtenBefore) / (repeats * steps),
     newData,
     resume: median(resumes),
     floor: median(floors),
@@ -308,6 +324,7 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
   record("cold_overhead_ms_per_step", steps, round(coldOverhead, 4), "ms");
   record("bytes_per_step", steps, Math.round(row.bytesPerStep), "bytes");
   record("logical_bytes_per_step", steps, Math.round(row.logicalPerStep), "bytes");
+  if (!Number.isNaN(row.osBytesPerStep)) record("os_write_bytes_per_step", steps, Math.round(row.osBytesPerStep), "bytes");
   record("new_data_bytes_per_step", steps, Math.round(newData), "bytes");
   record("resume_ms", steps, round(row.resume, 3), "ms");
   record("resume_floor_ms", steps, round(row.floor, 3), "ms");
@@ -403,11 +420,11 @@ try {
   const fmt = (v: number, d = 3) => v.toFixed(d).padStart(9);
   console.log("\nDurability benchmark (SQLite store, ~1 KB per step, instant model)\n");
   console.log(`load average ${loadavg().map((l) => l.toFixed(1)).join(" ")} on ${availableParallelism()} CPUs; medians unless marked`);
-  console.log("   steps | base ms/st | dur ms/st | overhead ms/st | (best) | (cold) | file B/st | logical B/st | new B/st | resume ms | floor ms | resume/floor | cold resume ms");
-  console.log("---------+-----------+-----------+----------------+--------+--------+-----------+--------------+----------+-----------+----------+--------------+---------------");
+  console.log("   steps | base ms/st | dur ms/st | overhead ms/st | (best) | (cold) | file B/st | logical B/st | new B/st | to OS B/st | resume ms | floor ms | resume/floor | cold resume ms");
+  console.log("---------+-----------+-----------+----------------+--------+--------+-----------+--------------+----------+------------+-----------+----------+--------------+---------------");
   for (const r of rows) {
     console.log(
-      `${String(r.steps).padStart(8)} |${fmt(r.baselineMsPerStep, 4)}  |${fmt(r.durableMsPerStep, 4)}  |${fmt(r.overhead, 4)}       |${fmt(r.bestOverhead, 4).slice(2)} |${fmt(r.coldOverhead, 4).slice(2)} |${fmt(r.bytesPerStep, 0)}  |${fmt(r.logicalPerStep, 0)}     |${fmt(r.newData, 0)} |${fmt(r.resume)}  |${fmt(r.floor)} |${fmt(r.resume / r.floor, 2)}     |${fmt(r.coldResume)}`,
+      `${String(r.steps).padStart(8)} |${fmt(r.baselineMsPerStep, 4)}  |${fmt(r.durableMsPerStep, 4)}  |${fmt(r.overhead, 4)}       |${fmt(r.bestOverhead, 4).slice(2)} |${fmt(r.coldOverhead, 4).slice(2)} |${fmt(r.bytesPerStep, 0)}  |${fmt(r.logicalPerStep, 0)}     |${fmt(r.newData, 0)} |${Number.isNaN(r.osBytesPerStep) ? "      n/a" : fmt(r.osBytesPerStep, 0)}   |${fmt(r.resume)}  |${fmt(r.floor)} |${fmt(r.resume / r.floor, 2)}     |${fmt(r.coldResume)}`,
     );
   }
   console.log(

@@ -8,7 +8,8 @@ import { Worker } from "node:worker_threads";
  * appends frames to the WAL (as SQLite's WAL documentation suggests for busy writers).
  *
  * PASSIVE checkpoints never block the writer or readers; one with nothing new to copy reads
- * the WAL index and returns. The thread is started once, by the first store that writes
+ * the WAL index and returns. A writer that never pauses never lets them copy everything, so the
+ * store bounds its WAL (see `walBoundBytes` in sqlite-store.ts). The thread is started once, by the first store that writes
  * enough to need it, and shared by every store the process opens after (starting a thread
  * costs tens of milliseconds); it never keeps the process alive.
  */
