@@ -12,7 +12,7 @@
  * - bytes per step: growth of the database file over the runs / their steps, with the WAL copied
  *   into the file (a RESTART checkpoint, which keeps the WAL file for reuse) before the first
  *   and after the last; logical bytes: the bytes of the rows a run
- *   inserted (journal entries with their snapshot heads, messages) / steps; new data: the bytes
+ *   inserted (journal entries with their snapshot heads, rows of messages) / steps; new data: the bytes
  *   of the message each step appends (the ~1 KB the targets compare with); handed to the OS: the
  *   bytes the process passed to write calls during the runs (Linux `/proc/self/io` wchar: WAL
  *   frames, whole pages, and the checkpoint thread's copies into the file) / steps.
@@ -20,7 +20,7 @@
  *   the best (minimum) overhead is printed too, with the load average, as the machine is shared.
  * - resume: a fresh SqliteStore on the same file → the run record and the verified, parsed
  *   state, with the agent's next call planned. Floor: a fresh raw connection that SELECTs the
- *   same message bodies and vars and JSON.parses them, nothing else. Medians of several.
+ *   same rows of messages and vars and JSON.parses them, nothing else. Medians of several.
  * - knobs: BENCH_SIZES (default 100,1000,10000), BENCH_PAUSE_SAMPLES (default 300), and
  *   BENCH_DEBUG=1 to print every run's µs per step.
  * - pause: in-process, from calling `pause()` to the moment the stream is cut (the call's
@@ -194,13 +194,14 @@ function keyRange(db: Database.Database, runId: string): [number, number] {
 
 /**
  * The bytes of the rows the run inserted: keys and integers counted as 8 bytes, text and blobs
- * at their length; a journal entry's snapshot columns count as snapshot bytes.
+ * at their length; a journal entry's snapshot columns count as snapshot bytes, and a row of
+ * messages (key, type, time, bodies) as message bytes.
  */
 function logicalBytes(db: Database.Database, runId: string): { total: number; messages: number; journal: number; snapshots: number } {
   const range = keyRange(db, runId);
   const one = (sql: string) => Number((db.prepare(sql).get(...range) as { n: number | null }).n ?? 0);
-  const journal = one("SELECT SUM(8 + 8 + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ?");
-  const messages = one("SELECT SUM(8 + LENGTH(body)) AS n FROM messages WHERE k >= ? AND k < ?");
+  const journal = one("SELECT SUM(8 + 8 + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ? AND type > 0");
+  const messages = one("SELECT SUM(8 + 8 + 8 + LENGTH(data)) AS n FROM journal WHERE k >= ? AND k < ? AND type <= 0");
   const snapshots = one(
     "SELECT SUM(8 * 6 + LENGTH(checksum) + COALESCE(LENGTH(vars), 0) + 8 * (snap_at IS NOT NULL)) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL",
   );
@@ -220,13 +221,18 @@ async function resumeOnce(path: string, runId: string, agent: AgentDefinition): 
   return ms;
 }
 
-/** The live state's bytes alone: a fresh raw connection, SELECT the bodies and vars, JSON.parse them. */
+/** The live state's bytes alone: a fresh raw connection, SELECT the rows of messages and the vars, JSON.parse them. */
 function floorOnce(path: string, runId: string, messageCount: number): number {
   const began = performance.now();
   const db = new Database(path, { readonly: true });
   const [from, to] = keyRange(db, runId);
-  const bodies = db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").raw().all(from, from + messageCount) as [string][];
-  const messages = bodies.map((row) => JSON.parse(row[0]) as Message);
+  const rows = db.prepare("SELECT data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k").pluck().all(from, to) as string[];
+  const messages: Message[] = [];
+  // A row holds one body (a JSON object) or several (a JSON array of bodies).
+  for (const data of rows) {
+    if (data.startsWith("[")) for (const body of JSON.parse(data) as string[]) messages.push(JSON.parse(body) as Message);
+    else messages.push(JSON.parse(data) as Message);
+  }
   const vars = db.prepare("SELECT vars FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
   JSON.parse(vars.vars);
   const ms = performance.now() - began;

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
-import { perRun, rowKey } from "../stores/sqlite-schema.js";
+import { messageRowType, perRun, rowKey } from "../stores/sqlite-schema.js";
 import { TetherError } from "./errors.js";
 import { tool } from "./tool.js";
 
@@ -41,9 +41,36 @@ async function pausedRun() {
   return { rt, run: paused };
 }
 
-/** The key of a run's row `n` in messages, journal or snapshots. */
+/** The key of a run's row `n` in the journal table. */
 function keyOf(runId: string, n: number): number {
   return rowKey(h!.store.runKey(runId)!, n);
+}
+
+/** The run's row of messages that holds message `index`: its key, its bodies, and where `index` is among them. */
+function messagesRow(runId: string, index: number): { k: number; bodies: string[]; at: number } {
+  const rows = h!.store.database
+    .prepare("SELECT k, type, data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k")
+    .all(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { k: number; type: number; data: string }[];
+  let first = 0;
+  for (const row of rows) {
+    const bodies = row.type === messageRowType.one ? [row.data] : (JSON.parse(row.data) as string[]);
+    if (index < first + bodies.length) return { k: row.k, bodies, at: index - first };
+    first += bodies.length;
+  }
+  throw new Error(`run ${runId} has no message ${index}`);
+}
+
+function messageBody(runId: string, index: number): string {
+  const row = messagesRow(runId, index);
+  return row.bodies[row.at];
+}
+
+/** Overwrites message `index` in the database file, as a disk or a person with a SQL shell might. */
+function overwriteMessage(runId: string, index: number, body: string): void {
+  const row = messagesRow(runId, index);
+  row.bodies[row.at] = body;
+  const data = row.bodies.length === 1 ? row.bodies[0] : JSON.stringify(row.bodies);
+  h!.store.database.prepare("UPDATE journal SET data = ? WHERE k = ?").run(data, row.k);
 }
 
 function rowCounts(runId: string): Record<string, number> {
@@ -51,7 +78,8 @@ function rowCounts(runId: string): Record<string, number> {
   const byRunId = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
   const byKey = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE k >= ? AND k < ?`).get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
   const snapshots = (db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
-  return { messages: byKey("messages"), snapshots, effects: byRunId("effects"), commands: byRunId("commands") };
+  const messages = (db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND type <= 0").get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
+  return { entries: byKey("journal") - messages, messages, snapshots, effects: byRunId("effects"), commands: byRunId("commands") };
 }
 
 describe("unknown ids and refused transitions", () => {
@@ -108,11 +136,10 @@ describe("unknown ids and refused transitions", () => {
 describe("a corrupt snapshot", () => {
   it("refuses resume with snapshot_corrupt, deletes nothing and leaves the status as it was", async () => {
     const { rt, run } = await pausedRun();
-    const db = h!.store.database;
-    const row = db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string };
-    const flipped = row.body.replace(/"assistant"/, '"assistbnt"');
-    expect(flipped).not.toBe(row.body);
-    db.prepare("UPDATE messages SET body = ? WHERE k = ?").run(flipped, keyOf(run.id, 1));
+    const body = messageBody(run.id, 1);
+    const flipped = body.replace(/"assistant"/, '"assistbnt"');
+    expect(flipped).not.toBe(body);
+    overwriteMessage(run.id, 1, flipped);
     const before = rowCounts(run.id);
     const journalBefore = (await rt.journal(run.id)).length;
 
@@ -123,11 +150,11 @@ describe("a corrupt snapshot", () => {
 
     const after = await rt.get(run.id);
     expect(after).toMatchObject({ status: "paused", statusReason: run.statusReason, step: 1, snapshotSeq: run.snapshotSeq });
-    expect(rowCounts(run.id)).toEqual({ ...before, commands: before.commands + 1 });
+    expect(rowCounts(run.id)).toEqual({ ...before, entries: before.entries + 1, commands: before.commands + 1 });
     const journal = await rt.journal(run.id);
     expect(journal.length).toBe(journalBefore + 1);
     expect(journal[journal.length - 1]).toMatchObject({ type: "control", data: { command: "resume", outcome: "refused: snapshot_corrupt" } });
-    expect((db.prepare("SELECT body FROM messages WHERE k = ?").get(keyOf(run.id, 1)) as { body: string }).body).toBe(flipped);
+    expect(messageBody(run.id, 1)).toBe(flipped);
   });
 
   it("refuses a snapshot whose vars were changed", async () => {
@@ -156,7 +183,7 @@ describe("a corrupt snapshot", () => {
     await waitUntil(() => ledger.executionsOf("wait") === 1);
     await rt.pause(run.id);
     await rt.waitFor(run.id, ["paused"]);
-    h.store.database.prepare("UPDATE messages SET body = ? WHERE k = ?").run('{"role":"tool"}', keyOf(run.id, 0));
+    overwriteMessage(run.id, 0, '{"role":"tool"}');
     await rt.cancel(run.id);
     const done = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 5_000 });
     expect(done.report?.compensated).toEqual([{ callSeq: 1, tool: "publish" }]);

@@ -6,7 +6,7 @@ import type { SqliteStore } from "../stores/sqlite-store.js";
 import { rowKey } from "../stores/sqlite-schema.js";
 import { defineAgent } from "./agent.js";
 import { SnapshotCorruptError } from "./errors.js";
-import { restoreState, SnapshotWriter } from "./snapshot.js";
+import { emptyChain, extendChain, restoreState, SnapshotWriter } from "./snapshot.js";
 import type { RunUpdate, SnapshotWrite } from "./store.js";
 import { tool } from "./tool.js";
 
@@ -83,7 +83,7 @@ describe("snapshots", () => {
     const range = [rowKey(store.runKey(run.id)!, 0), rowKey(store.runKey(run.id)! + 1, 0)];
     const varsRows = db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL").get(...range) as { n: number };
     expect(varsRows.n).toBe(6);
-    const messageBytes = db.prepare("SELECT sum(length(body)) AS n FROM messages WHERE k >= ? AND k < ?").get(...range) as { n: number };
+    const messageBytes = db.prepare("SELECT sum(length(data)) AS n FROM journal WHERE k >= ? AND k < ? AND type <= 0").get(...range) as { n: number };
     expect(messageBytes.n).toBeLessThan(500 * 1_200);
   });
 
@@ -116,5 +116,13 @@ describe("snapshot checksums", () => {
     expect(() => restoreState("run_x", { ...stored, varsJson: '{"n":2}' })).toThrow(SnapshotCorruptError);
     expect(() => restoreState("run_x", { ...stored, messages: [] })).toThrow(SnapshotCorruptError);
     expect(() => restoreState("run_x", { ...stored, head: { ...stored.head, schemaVersion: 99 } })).toThrow(/schema version 99/);
+  });
+
+  it("chain the same value however many bodies are extended at once (a step's one, or a whole run's on resume)", () => {
+    const bodies = Array.from({ length: 150 }, (_, i) => JSON.stringify({ role: "assistant", content: `étape ${i} ${"🧭".repeat(i % 3)} ${"x".repeat(i * 7)}` }));
+    const oneByOne = bodies.reduce((chain, body) => extendChain(chain, [body]), emptyChain);
+    expect(extendChain(emptyChain, bodies)).toBe(oneByOne);
+    expect(extendChain(extendChain(emptyChain, bodies.slice(0, 70)), bodies.slice(70))).toBe(oneByOne);
+    expect(extendChain(emptyChain, bodies.slice(0, 149))).not.toBe(oneByOne);
   });
 });

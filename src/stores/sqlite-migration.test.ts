@@ -8,16 +8,65 @@ import { bundledAgents } from "../../examples/index.js";
 import { Runtime } from "../engine/runtime.js";
 import { restoreState } from "../engine/snapshot.js";
 import { ModelRegistry } from "../models/model-registry.js";
-import { storeLayout } from "./sqlite-schema.js";
+import { journalTypeOf, perRun, storeLayout } from "./sqlite-schema.js";
 import { SqliteStore } from "./sqlite-store.js";
 
+/** Everything a user sees of a run, read straight from a file of an earlier layout. */
+interface RawView {
+  doc: Record<string, unknown>;
+  journal: { seq: number; type: string; at: number; data: unknown }[];
+  messages: unknown[];
+  commands: number;
+  effects: number;
+}
+
+function rawView(path: string, runId: string, read: (db: Database.Database) => Pick<RawView, "journal" | "messages">): RawView {
+  const db = new Database(path, { readonly: true });
+  try {
+    return {
+      doc: JSON.parse((db.prepare("SELECT doc FROM runs WHERE id = ?").get(runId) as { doc: string }).doc),
+      ...read(db),
+      commands: db.prepare("SELECT id FROM commands WHERE run_id = ?").all(runId).length,
+      effects: db.prepare("SELECT call_seq FROM effects WHERE run_id = ?").all(runId).length,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+/** Layout 2: rows keyed by text run id, entry types as names. */
+function layout2View(path: string, runId: string): RawView {
+  return rawView(path, runId, (db) => ({
+    journal: (db.prepare("SELECT seq, type, at, data FROM journal WHERE run_id = ? ORDER BY seq").all(runId) as { seq: number; type: string; at: number; data: string }[]).map(
+      (row) => ({ seq: row.seq, type: row.type, at: row.at, data: JSON.parse(row.data) }),
+    ),
+    messages: (db.prepare("SELECT body FROM messages WHERE run_id = ? ORDER BY idx").pluck().all(runId) as string[]).map((body) => JSON.parse(body)),
+  }));
+}
+
+/** Layout 3: entry `seq` and message `index` at the run's key times 2^26 plus the number, messages in their own table. */
+function layout3View(path: string, runId: string): RawView {
+  return rawView(path, runId, (db) => {
+    const { rk } = db.prepare("SELECT rk FROM runs WHERE id = ?").get(runId) as { rk: number };
+    const range = [rk * perRun, (rk + 1) * perRun];
+    return {
+      journal: (db.prepare("SELECT k, type, at, data FROM journal WHERE k >= ? AND k < ? ORDER BY k").all(...range) as { k: number; type: number; at: number; data: string }[]).map(
+        (row) => ({ seq: row.k - range[0], type: journalTypeOf(row.type), at: row.at, data: JSON.parse(row.data) }),
+      ),
+      messages: (db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").pluck().all(...range) as string[]).map((body) => JSON.parse(body)),
+    };
+  });
+}
+
 /**
- * `fixtures/layout-2.db` was written by Tether before layout 3 (commit 3fd0242): one
- * deep-research run completed, one paused by a person after three steps.
+ * Files written by earlier Tethers: one deep-research run completed, one paused by a person
+ * after three steps. `layout-2.db` was written before layout 3 (commit 3fd0242); `layout-3.db`
+ * before layout 4 (commit 86f6fba), and its paused run has a person's message and a vars edit.
  */
-const fixture = fileURLToPath(new URL("./fixtures/layout-2.db", import.meta.url));
-const completedId = "run_a37676369495867b";
-const pausedId = "run_00beaedde65c5016";
+const fixtures = [
+  { layout: 2, file: "layout-2.db", completedId: "run_a37676369495867b", pausedId: "run_00beaedde65c5016", view: layout2View },
+  { layout: 3, file: "layout-3.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout3View },
+];
 
 let dir: string | undefined;
 afterEach(() => {
@@ -25,38 +74,17 @@ afterEach(() => {
   dir = undefined;
 });
 
-function copyOfFixture(): string {
-  dir = mkdtempSync(join(tmpdir(), "tether-migration-"));
-  const path = join(dir, "tether.db");
-  copyFileSync(fixture, path);
-  return path;
-}
-
-/** Everything a user sees of a run, read straight from the layout-2 file. */
-function layout2View(path: string, runId: string) {
-  const db = new Database(path, { readonly: true });
-  try {
-    const doc = JSON.parse((db.prepare("SELECT doc FROM runs WHERE id = ?").get(runId) as { doc: string }).doc);
-    const journal = db.prepare("SELECT seq, type, at, data FROM journal WHERE run_id = ? ORDER BY seq").all(runId) as { seq: number; type: string; at: number; data: string }[];
-    const messages = db.prepare("SELECT body FROM messages WHERE run_id = ? ORDER BY idx").all(runId) as { body: string }[];
-    const commands = db.prepare("SELECT id FROM commands WHERE run_id = ?").all(runId);
-    const effects = db.prepare("SELECT call_seq FROM effects WHERE run_id = ?").all(runId);
-    return {
-      doc,
-      journal: journal.map((row) => ({ seq: row.seq, type: row.type, at: row.at, data: JSON.parse(row.data) })),
-      messages: messages.map((row) => JSON.parse(row.body)),
-      commands: commands.length,
-      effects: effects.length,
-    };
-  } finally {
-    db.close();
+describe.each(fixtures)("a store written by an earlier Tether (layout $layout)", ({ file, completedId, pausedId, view }) => {
+  function copyOfFixture(): string {
+    dir = mkdtempSync(join(tmpdir(), "tether-migration-"));
+    const path = join(dir, "tether.db");
+    copyFileSync(fileURLToPath(new URL(`./fixtures/${file}`, import.meta.url)), path);
+    return path;
   }
-}
 
-describe("a store written by an earlier Tether (layout 2)", () => {
   it("is migrated on open: every run, journal entry, message, command and effect is kept", async () => {
     const path = copyOfFixture();
-    const before = [completedId, pausedId].map((id) => layout2View(path, id));
+    const before = [completedId, pausedId].map((id) => view(path, id));
     expect(before[1].doc.status).toBe("paused");
 
     const store = new SqliteStore({ path });
@@ -108,7 +136,8 @@ describe("a store written by an earlier Tether (layout 2)", () => {
     const second = new SqliteStore({ path });
     try {
       expect((await second.getRun(pausedId))?.status).toBe("paused");
-      expect(second.database.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name LIKE '%layout2'").get()).toEqual({ n: 0 });
+      expect(second.database.prepare("SELECT name FROM sqlite_schema WHERE name LIKE '%layout%' OR name = 'messages'").all()).toEqual([]);
+      expect(second.database.pragma("user_version", { simple: true })).toBe(storeLayout);
     } finally {
       await first.close();
       await second.close();

@@ -1,12 +1,13 @@
 import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
 import { snapshotSchemaVersion } from "../engine/store.js";
-import { createLayout3, journalTypeCode, perRun, storeLayout } from "./sqlite-schema.js";
+import { createJournalTable, createLayout3, createLayout4, journalTypeCode, messageRowType, perRun, storeLayout } from "./sqlite-schema.js";
 
 /**
- * Brings the file to layout 3: creates the tables in a new file, migrates a file an earlier
- * Tether wrote (layout 2: text run ids in every row), refuses a file a newer Tether wrote.
- * Opening a file that is already current reads one pragma and nothing else.
+ * Brings the file to layout 4: creates the tables in a new file, migrates a file an earlier
+ * Tether wrote (layout 3: messages in a table of their own; layout 2: text run ids in every
+ * row, which goes through layout 3), refuses a file a newer Tether wrote. Opening a file that
+ * is already current reads one pragma and nothing else.
  */
 export function ensureLayout(db: Database.Database, path: string): void {
   if (currentLayout(db) === storeLayout) return;
@@ -18,14 +19,61 @@ export function ensureLayout(db: Database.Database, path: string): void {
       throw new TetherError("store_too_new", `the store at ${path} has layout ${found}; this Tether reads layout ${storeLayout}. Upgrade Tether to open it.`);
     }
     const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'runs'").all();
-    if (tables.length === 0) createLayout3(db);
-    else migrateFromLayout2(db);
+    if (tables.length === 0) createLayout4(db);
+    else {
+      if (found < 3) migrateFromLayout2(db);
+      migrateFromLayout3(db);
+    }
     db.pragma(`user_version = ${storeLayout}`);
   }).immediate();
 }
 
 function currentLayout(db: Database.Database): number {
   return Number(db.pragma("user_version", { simple: true }));
+}
+
+/**
+ * Layout 3 → layout 4, inside the caller's transaction: journal entry `seq` moves from row
+ * `seq` to row 2·seq of its run (keys in `vars_key` move with it), and the messages each
+ * snapshot appended move from the messages table into one row just before the entry that
+ * carries the snapshot. Nothing is dropped before its rows are copied and counted, and any
+ * failure rolls the whole file back.
+ */
+export function migrateFromLayout3(db: Database.Database): void {
+  db.exec("ALTER TABLE journal RENAME TO journal_layout3");
+  createJournalTable(db);
+  const moved = (key: string) => `((${key}) / ${perRun}) * ${perRun} + 2 * ((${key}) % ${perRun})`;
+  const columns = "type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars";
+  db.exec(`
+    INSERT INTO journal (k, ${columns}, vars_key)
+      SELECT ${moved("k")}, ${columns}, CASE WHEN vars_key IS NULL THEN NULL ELSE ${moved("vars_key")} END FROM journal_layout3 ORDER BY k;
+    UPDATE runs SET vars_key = ${moved("vars_key")} WHERE vars_key > 0;
+  `);
+  const snapshots = db.prepare("SELECT k, at, msg_count FROM journal_layout3 WHERE snap_seq IS NOT NULL ORDER BY k").all() as { k: number; at: number; msg_count: number }[];
+  const bodiesOf = db.prepare("SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k").pluck();
+  const insert = db.prepare("INSERT INTO journal (k, type, at, data) VALUES (?, ?, ?, ?)");
+  let runBase = -1;
+  let count = 0;
+  let movedMessages = 0;
+  for (const snapshot of snapshots) {
+    const base = Math.floor(snapshot.k / perRun) * perRun;
+    if (base !== runBase) [runBase, count] = [base, 0];
+    if (snapshot.msg_count <= count) continue;
+    const bodies = bodiesOf.all(base + count, base + snapshot.msg_count) as string[];
+    const key = base + 2 * (snapshot.k - base) - 1;
+    if (bodies.length === 1) insert.run(key, messageRowType.one, snapshot.at, bodies[0]);
+    else if (bodies.length > 1) insert.run(key, messageRowType.several, snapshot.at, JSON.stringify(bodies));
+    movedMessages += bodies.length;
+    count = snapshot.msg_count;
+  }
+  const count1 = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
+  const entries = { copied: count1("SELECT count(*) AS n FROM journal WHERE type > 0"), original: count1("SELECT count(*) AS n FROM journal_layout3") };
+  const messages = { copied: movedMessages, original: count1("SELECT count(*) AS n FROM messages") };
+  for (const [what, { copied, original }] of Object.entries({ "journal entries": entries, messages })) {
+    if (copied !== original) throw new Error(`migration to layout 4 copied ${copied} of ${original} ${what}; nothing was changed`);
+  }
+  db.exec("DROP TABLE journal_layout3");
+  db.exec("DROP TABLE messages");
 }
 
 /**

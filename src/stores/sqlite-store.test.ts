@@ -76,8 +76,8 @@ describe("SqliteStore", () => {
       writer.commit();
       const text = "durable ".repeat(125);
       let largestWal = 0;
-      // Each step commits at least two 8 KB pages (the journal's last, the messages' last), so
-      // 6,000 steps put about three times the bound through the WAL.
+      // Each step commits at least two 8 KB pages (the journal's last and the run's), so 6,000
+      // steps put about three times the bound through the WAL.
       for (let step = 1; step <= 6000; step++) {
         state.messages.push({ role: "assistant", content: text });
         state.vars = { done: step };

@@ -21,11 +21,11 @@ import type {
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { ensureLayout } from "./sqlite-migration.js";
-import { journalTypeCode, journalTypeOf, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
+import { entryKey, journalTypeCode, journalTypeOf, messageRowType, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
 const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key";
 
-/** Every statement the store runs, by name. Keys: see `rowKey` in sqlite-schema.ts. */
+/** Every statement the store runs, by name. Keys: see `rowKey` and `entryKey` in sqlite-schema.ts. */
 const statementSql = {
   insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc) VALUES (?, ?, ?, ?, ?, NULL, 0, ?)",
   runKey: "SELECT rk FROM runs WHERE id = ?",
@@ -37,10 +37,11 @@ const statementSql = {
   insertJournal: "INSERT INTO journal (k, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?)",
   insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? ORDER BY k LIMIT ?",
-  insertMessage: "INSERT INTO messages (k, body) VALUES (?, ?)",
-  readMessages: "SELECT body FROM messages WHERE k >= ? AND k < ? ORDER BY k",
-  readMessage: "SELECT body FROM messages WHERE k = ?",
+  readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? AND type > 0 ORDER BY k LIMIT ?",
+  insertMessages: "INSERT INTO journal (k, type, at, data) VALUES (?, ?, ?, ?)",
+  readMessages: "SELECT data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k",
+  messagesRow: "SELECT data FROM journal WHERE k = ? AND type <= 0",
+  messageCountAt: "SELECT k, msg_count FROM journal WHERE k > ? AND k <= ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1",
   latestSnapshot: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1`,
   snapshotAtStep: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL AND snap_step <= ? ORDER BY k DESC LIMIT 1`,
   snapshotVars: "SELECT vars, snap_seq FROM journal WHERE k = ?",
@@ -287,7 +288,7 @@ export class SqliteStore implements Store {
     for (let i = 0; i < entries.length; i++) {
       const entry = entries[i];
       const seq = ++record.journalSeq;
-      const k = rowKey(rk, seq);
+      const k = entryKey(rk, seq);
       const data = JSON.stringify(entry.data);
       if (snapshot && i === entries.length - 1) this.writeSnapshot(state, snapshot, k, entry, data);
       else this.statements.insertJournal.run(k, journalTypeCode[entry.type], entry.at, entry.callSeq ?? null, data);
@@ -297,12 +298,12 @@ export class SqliteStore implements Store {
   }
 
   private writeSnapshot(state: RowState, snapshot: SnapshotWrite, k: number, entry: JournalInput, data: string): void {
-    const { record, rk } = state;
+    const { record } = state;
     const { head } = snapshot;
-    const firstIndex = head.messageCount - snapshot.appendMessages.length;
-    for (let i = 0; i < snapshot.appendMessages.length; i++) {
-      this.statements.insertMessage.run(rowKey(rk, firstIndex + i), snapshot.appendMessages[i]);
-    }
+    const appended = snapshot.appendMessages;
+    // The row just before the entry: one leaf page takes both.
+    if (appended.length === 1) this.statements.insertMessages.run(k - 1, messageRowType.one, entry.at, appended[0]);
+    else if (appended.length > 1) this.statements.insertMessages.run(k - 1, messageRowType.several, entry.at, JSON.stringify(appended));
     const seq = record.snapshotSeq + 1;
     if (snapshot.varsJson !== undefined) state.varsKey = k;
     this.statements.insertJournalWithSnapshot.run(
@@ -329,7 +330,8 @@ export class SqliteStore implements Store {
     const rk = this.runKey(runId);
     const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
     if (rk === undefined || afterSeq >= perRun) return [];
-    const rows = this.statements.readJournal.all(rowKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
+    if (afterSeq >= perRun / 2) return [];
+    const rows = this.statements.readJournal.all(entryKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
       k: number;
       type: number;
       at: number;
@@ -339,7 +341,7 @@ export class SqliteStore implements Store {
     const base = rowKey(rk, 0);
     return rows.map((row) => ({
       runId,
-      seq: row.k - base,
+      seq: (row.k - base) / 2,
       type: journalTypeOf(row.type),
       at: row.at,
       ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
@@ -357,7 +359,12 @@ export class SqliteStore implements Store {
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
     const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    const messages = this.statements.readMessages.pluck().all(from, from + row.msg_count) as string[];
+    let messages: string[];
+    try {
+      messages = messagesOf(this.statements.readMessages.pluck().all(from, row.k) as string[]);
+    } catch (error) {
+      throw new SnapshotCorruptError(runId, `unreadable messages before snapshot ${row.snap_seq}: ${(error as Error).message}`);
+    }
     return {
       head: {
         seq: row.snap_seq,
@@ -379,11 +386,37 @@ export class SqliteStore implements Store {
     const rk = this.runKey(runId);
     if (rk === undefined) return found;
     for (const index of indexes) {
-      if (!Number.isInteger(index) || index < 0 || index >= perRun) continue;
-      const row = this.statements.readMessage.get(rowKey(rk, index)) as { body: string } | undefined;
-      if (row) found.set(index, row.body);
+      if (!Number.isInteger(index) || index < 0) continue;
+      const body = this.messageAt(rk, index);
+      if (body !== undefined) found.set(index, body);
     }
     return found;
+  }
+
+  /**
+   * Message `index` of the run keyed `rk`: message counts only grow from one snapshot to the
+   * next, so a binary search over the entries finds the snapshot that appended it, and the row
+   * before that snapshot's entry holds it.
+   */
+  private messageAt(rk: number, index: number): string | undefined {
+    const base = rowKey(rk, 0);
+    const countAt = (key: number) => this.statements.messageCountAt.get(base, key) as { k: number; msg_count: number } | undefined;
+    const latest = countAt(rowKey(rk + 1, 0) - 1);
+    if (!latest || latest.msg_count <= index) return undefined;
+    // The first entry number whose latest snapshot holds more than `index` messages.
+    let low = 1;
+    let high = (latest.k - base) / 2;
+    while (low < high) {
+      const middle = Math.floor((low + high) / 2);
+      if ((countAt(entryKey(rk, middle))?.msg_count ?? 0) > index) high = middle;
+      else low = middle + 1;
+    }
+    const snapshot = countAt(entryKey(rk, low));
+    if (!snapshot) return undefined;
+    const row = this.statements.messagesRow.pluck().get(snapshot.k - 1) as string | undefined;
+    if (row === undefined) return undefined;
+    const bodies = messagesOf([row]);
+    return bodies[index - (snapshot.msg_count - bodies.length)];
   }
 
   async insertCommand(command: CommandRecord): Promise<void> {
@@ -489,6 +522,27 @@ function hasContent(path: string): boolean {
     return false;
   }
 }
+
+/**
+ * The bodies in rows of messages, in order. A body is a JSON object and a row of several is a
+ * JSON array of bodies, so the first character tells them apart: resume reads the data alone.
+ */
+function messagesOf(rows: string[]): string[] {
+  if (!rows.some((data) => data.charCodeAt(0) === openBracket)) return rows;
+  const bodies: string[] = [];
+  for (const data of rows) {
+    if (data.charCodeAt(0) !== openBracket) {
+      bodies.push(data);
+      continue;
+    }
+    const several: unknown = JSON.parse(data);
+    if (!Array.isArray(several) || !several.every((body) => typeof body === "string")) throw new Error("a row of several messages is not a list of message bodies");
+    bodies.push(...several);
+  }
+  return bodies;
+}
+
+const openBracket = "[".charCodeAt(0);
 
 /** What a write transaction carries along for one run. */
 interface RowState {
