@@ -329,8 +329,7 @@ export class SqliteStore implements Store {
   async readJournal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
     const rk = this.runKey(runId);
     const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
-    if (rk === undefined || afterSeq >= perRun) return [];
-    if (afterSeq >= perRun / 2) return [];
+    if (rk === undefined || afterSeq >= perRun / 2) return [];
     const rows = this.statements.readJournal.all(entryKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
       k: number;
       type: number;
@@ -387,7 +386,7 @@ export class SqliteStore implements Store {
     if (rk === undefined) return found;
     for (const index of indexes) {
       if (!Number.isInteger(index) || index < 0) continue;
-      const body = this.messageAt(rk, index);
+      const body = this.messageAt(runId, rk, index);
       if (body !== undefined) found.set(index, body);
     }
     return found;
@@ -398,7 +397,7 @@ export class SqliteStore implements Store {
    * next, so a binary search over the entries finds the snapshot that appended it, and the row
    * before that snapshot's entry holds it.
    */
-  private messageAt(rk: number, index: number): string | undefined {
+  private messageAt(runId: string, rk: number, index: number): string | undefined {
     const base = rowKey(rk, 0);
     const countAt = (key: number) => this.statements.messageCountAt.get(base, key) as { k: number; msg_count: number } | undefined;
     const latest = countAt(rowKey(rk + 1, 0) - 1);
@@ -415,8 +414,12 @@ export class SqliteStore implements Store {
     if (!snapshot) return undefined;
     const row = this.statements.messagesRow.pluck().get(snapshot.k - 1) as string | undefined;
     if (row === undefined) return undefined;
-    const bodies = messagesOf([row]);
-    return bodies[index - (snapshot.msg_count - bodies.length)];
+    try {
+      const bodies = messagesOf([row]);
+      return bodies[index - (snapshot.msg_count - bodies.length)];
+    } catch (error) {
+      throw new SnapshotCorruptError(runId, `unreadable messages before journal entry ${(snapshot.k - rowKey(rk, 0)) / 2}: ${(error as Error).message}`);
+    }
   }
 
   async insertCommand(command: CommandRecord): Promise<void> {
