@@ -292,7 +292,7 @@ async function benchSize(steps: number): Promise<Record<string, number>> {
   })()).state;
   const newData = state.messages.slice(1).reduce((sum, m) => sum + Buffer.byteLength(JSON.stringify(m)), 0) / steps;
 
-  const samples = steps >= 10_000 ? 9 : 21;
+  const samples = steps >= 10_000 ? 15 : 31;
   const resumes: number[] = [];
   const floors: number[] = [];
   const coldResumes: number[] = [];
