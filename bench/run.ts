@@ -49,7 +49,7 @@ import {
 } from "../src/index.js";
 import { restoreState } from "../src/engine/snapshot.js";
 import { seededRandom } from "../src/models/seeded-random.js";
-import { rowKey } from "../src/stores/sqlite-schema.js";
+import { messagesInRows, rowKey } from "../src/stores/sqlite-schema.js";
 
 const projectRoot = fileURLToPath(new URL("../", import.meta.url));
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number);
@@ -227,12 +227,7 @@ function floorOnce(path: string, runId: string, messageCount: number): number {
   const db = new Database(path, { readonly: true });
   const [from, to] = keyRange(db, runId);
   const rows = db.prepare("SELECT data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k").pluck().all(from, to) as string[];
-  const messages: Message[] = [];
-  // A row holds one body (a JSON object) or several (a JSON array of bodies).
-  for (const data of rows) {
-    if (data.startsWith("[")) for (const body of JSON.parse(data) as string[]) messages.push(JSON.parse(body) as Message);
-    else messages.push(JSON.parse(data) as Message);
-  }
+  const messages = messagesInRows(rows).map((body) => JSON.parse(body) as Message);
   const vars = db.prepare("SELECT vars FROM journal WHERE k >= ? AND k < ? AND vars IS NOT NULL ORDER BY k DESC LIMIT 1").get(from, to) as { vars: string };
   JSON.parse(vars.vars);
   const ms = performance.now() - began;

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
-import { messageRowType, perRun, rowKey } from "../stores/sqlite-schema.js";
+import { messagesInRows, messagesRowData, perRun, rowKey } from "../stores/sqlite-schema.js";
 import { TetherError } from "./errors.js";
 import { tool } from "./tool.js";
 
@@ -49,11 +49,11 @@ function keyOf(runId: string, n: number): number {
 /** The run's row of messages that holds message `index`: its key, its bodies, and where `index` is among them. */
 function messagesRow(runId: string, index: number): { k: number; bodies: string[]; at: number } {
   const rows = h!.store.database
-    .prepare("SELECT k, type, data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k")
-    .all(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { k: number; type: number; data: string }[];
+    .prepare("SELECT k, data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k")
+    .all(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { k: number; data: string }[];
   let first = 0;
   for (const row of rows) {
-    const bodies = row.type === messageRowType.one ? [row.data] : (JSON.parse(row.data) as string[]);
+    const bodies = messagesInRows([row.data]);
     if (index < first + bodies.length) return { k: row.k, bodies, at: index - first };
     first += bodies.length;
   }
@@ -69,8 +69,7 @@ function messageBody(runId: string, index: number): string {
 function overwriteMessage(runId: string, index: number, body: string): void {
   const row = messagesRow(runId, index);
   row.bodies[row.at] = body;
-  const data = row.bodies.length === 1 ? row.bodies[0] : JSON.stringify(row.bodies);
-  h!.store.database.prepare("UPDATE journal SET data = ? WHERE k = ?").run(data, row.k);
+  h!.store.database.prepare("UPDATE journal SET data = ? WHERE k = ?").run(messagesRowData(row.bodies), row.k);
 }
 
 function rowCounts(runId: string): Record<string, number> {

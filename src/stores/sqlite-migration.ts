@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
 import { snapshotSchemaVersion } from "../engine/store.js";
-import { createJournalTable, createLayout3, createLayout4, journalTypeCode, messageRowType, perRun, storeLayout } from "./sqlite-schema.js";
+import { createJournalTable, createLayout3, createLayout4, journalTypeCode, messagesRowData, messagesRowType, perRun, storeLayout } from "./sqlite-schema.js";
 
 /**
  * Brings the file to layout 4: creates the tables in a new file, migrates a file an earlier
@@ -61,8 +61,7 @@ export function migrateFromLayout3(db: Database.Database): void {
     if (snapshot.msg_count <= count) continue;
     const bodies = bodiesOf.all(base + count, base + snapshot.msg_count) as string[];
     const key = base + 2 * (snapshot.k - base) - 1;
-    if (bodies.length === 1) insert.run(key, messageRowType.one, snapshot.at, bodies[0]);
-    else if (bodies.length > 1) insert.run(key, messageRowType.several, snapshot.at, JSON.stringify(bodies));
+    if (bodies.length > 0) insert.run(key, messagesRowType, snapshot.at, messagesRowData(bodies));
     movedMessages += bodies.length;
     count = snapshot.msg_count;
   }

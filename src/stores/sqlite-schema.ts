@@ -37,11 +37,36 @@ export function entryKey(rk: number, seq: number): number {
 }
 
 /**
- * The `type` of a row of messages: one body as it is (a JSON object), or several as a JSON
- * array of bodies (so its first character tells it apart too). Journal entry types are
- * positive (see `journalTypeCode`), so `type > 0` selects entries and `type <= 0` messages.
+ * The `type` of a row of messages. Journal entry types are positive (see `journalTypeCode`), so
+ * `type > 0` selects entries and `type <= 0` the rows of messages.
  */
-export const messageRowType = { one: 0, several: -1 } as const;
+export const messagesRowType = 0;
+
+/** A row of messages' data: one body as it is (a JSON object), several as a JSON array of bodies. */
+export function messagesRowData(bodies: readonly string[]): string {
+  return bodies.length === 1 ? bodies[0] : JSON.stringify(bodies);
+}
+
+/**
+ * The bodies in rows of messages, in order: a row of several is told apart by its first
+ * character, so a reader needs the data alone. Throws on a row that holds neither.
+ */
+export function messagesInRows(rows: string[]): string[] {
+  if (!rows.some((data) => data.charCodeAt(0) === openBracket)) return rows;
+  const bodies: string[] = [];
+  for (const data of rows) {
+    if (data.charCodeAt(0) !== openBracket) {
+      bodies.push(data);
+      continue;
+    }
+    const several: unknown = JSON.parse(data);
+    if (!Array.isArray(several) || !several.every((body) => typeof body === "string")) throw new Error("a row of several messages is not a list of message bodies");
+    bodies.push(...several);
+  }
+  return bodies;
+}
+
+const openBracket = "[".charCodeAt(0);
 
 /**
  * A journal entry's type as stored: one small integer (one byte on disk, where the name took
@@ -110,7 +135,7 @@ CREATE INDEX runs_by_updated ON runs(updated_bucket);
 const journalTable = `
 CREATE TABLE journal (
   k INTEGER PRIMARY KEY,
-  -- See journalTypeCode; messageRowType (0 or -1) on a row of messages.
+  -- See journalTypeCode; messagesRowType (0) on a row of messages.
   type INTEGER NOT NULL,
   at INTEGER NOT NULL,
   call_seq INTEGER,

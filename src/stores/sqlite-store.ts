@@ -21,7 +21,7 @@ import type {
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { ensureLayout } from "./sqlite-migration.js";
-import { entryKey, journalTypeCode, journalTypeOf, messageRowType, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
+import { entryKey, journalTypeCode, journalTypeOf, messagesInRows, messagesRowData, messagesRowType, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
 const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key";
 
@@ -302,8 +302,7 @@ export class SqliteStore implements Store {
     const { head } = snapshot;
     const appended = snapshot.appendMessages;
     // The row just before the entry: one leaf page takes both.
-    if (appended.length === 1) this.statements.insertMessages.run(k - 1, messageRowType.one, entry.at, appended[0]);
-    else if (appended.length > 1) this.statements.insertMessages.run(k - 1, messageRowType.several, entry.at, JSON.stringify(appended));
+    if (appended.length > 0) this.statements.insertMessages.run(k - 1, messagesRowType, entry.at, messagesRowData(appended));
     const seq = record.snapshotSeq + 1;
     if (snapshot.varsJson !== undefined) state.varsKey = k;
     this.statements.insertJournalWithSnapshot.run(
@@ -360,7 +359,7 @@ export class SqliteStore implements Store {
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
     let messages: string[];
     try {
-      messages = messagesOf(this.statements.readMessages.pluck().all(from, row.k) as string[]);
+      messages = messagesInRows(this.statements.readMessages.pluck().all(from, row.k) as string[]);
     } catch (error) {
       throw new SnapshotCorruptError(runId, `unreadable messages before snapshot ${row.snap_seq}: ${(error as Error).message}`);
     }
@@ -415,7 +414,7 @@ export class SqliteStore implements Store {
     const row = this.statements.messagesRow.pluck().get(snapshot.k - 1) as string | undefined;
     if (row === undefined) return undefined;
     try {
-      const bodies = messagesOf([row]);
+      const bodies = messagesInRows([row]);
       return bodies[index - (snapshot.msg_count - bodies.length)];
     } catch (error) {
       throw new SnapshotCorruptError(runId, `unreadable messages before journal entry ${(snapshot.k - rowKey(rk, 0)) / 2}: ${(error as Error).message}`);
@@ -525,27 +524,6 @@ function hasContent(path: string): boolean {
     return false;
   }
 }
-
-/**
- * The bodies in rows of messages, in order. A body is a JSON object and a row of several is a
- * JSON array of bodies, so the first character tells them apart: resume reads the data alone.
- */
-function messagesOf(rows: string[]): string[] {
-  if (!rows.some((data) => data.charCodeAt(0) === openBracket)) return rows;
-  const bodies: string[] = [];
-  for (const data of rows) {
-    if (data.charCodeAt(0) !== openBracket) {
-      bodies.push(data);
-      continue;
-    }
-    const several: unknown = JSON.parse(data);
-    if (!Array.isArray(several) || !several.every((body) => typeof body === "string")) throw new Error("a row of several messages is not a list of message bodies");
-    bodies.push(...several);
-  }
-  return bodies;
-}
-
-const openBracket = "[".charCodeAt(0);
 
 /** What a write transaction carries along for one run. */
 interface RowState {
