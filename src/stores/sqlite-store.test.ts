@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { SnapshotWriter } from "../engine/snapshot.js";
 import type { AgentState } from "../engine/state.js";
 import { storeConformance } from "../testing/store-conformance.js";
+import { tempSqlite } from "../testing/temp-store.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 storeConformance("sqlite", async () => {
@@ -38,11 +39,10 @@ describe("SqliteStore", () => {
   });
 
   it("has a change marker that moves with a write on this connection or another, and only then", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tether-store-"));
+    const sqlite = tempSqlite();
     try {
-      const path = join(dir, "tether.db");
-      const first = new SqliteStore({ path });
-      const second = new SqliteStore({ path });
+      const first = sqlite.open();
+      const second = sqlite.open();
       const halt = { scope: "*", actor: "ops", reason: null, at: 1 };
       const start = first.changeMarker();
       await first.listHalts();
@@ -53,18 +53,15 @@ describe("SqliteStore", () => {
       expect(first.changeMarker()).toBe(afterOther);
       await first.clearHalt("*");
       expect(first.changeMarker()).not.toBe(afterOther);
-      await first.close();
-      await second.close();
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      await sqlite.cleanup();
     }
   });
 
   it("keeps a writer that never pauses within its WAL bound: the file is reused, not grown", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tether-store-"));
+    const sqlite = tempSqlite();
     try {
-      const path = join(dir, "tether.db");
-      const store = new SqliteStore({ path });
+      const store = sqlite.open();
       const state: AgentState = { messages: [{ role: "user", content: "go" }], vars: { done: 0 } };
       const { writer, write } = SnapshotWriter.forNewRun(state, 1);
       const runId = "run_busy";
@@ -89,16 +86,15 @@ describe("SqliteStore", () => {
         });
         expect(result.ok).toBe(true);
         writer.commit();
-        if (step % 250 === 0) largestWal = Math.max(largestWal, statSync(`${path}-wal`).size);
+        if (step % 250 === 0) largestWal = Math.max(largestWal, statSync(`${sqlite.path}-wal`).size);
       }
       // The bound is 32 MiB; a commit that reaches it while the checkpoint thread holds the
       // checkpoint lock leaves the copy to a later one, so the file overshoots by what is written
       // meanwhile (1–6 MiB here). Unbounded, 6,000 steps grow it past 100 MiB.
       expect(largestWal).toBeGreaterThan(24 * 1024 * 1024);
       expect(largestWal).toBeLessThan(64 * 1024 * 1024);
-      await store.close();
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      await sqlite.cleanup();
     }
   });
 });
