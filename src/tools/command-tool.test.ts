@@ -87,6 +87,18 @@ describe("commandTool on the engine", () => {
     ]);
   });
 
+  it("a halt stops the command's process group before the call is journaled as aborted", async () => {
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("shell-agent", "run the long job");
+    await commandRunning(run.id, 1);
+    await rt.halt({ actor: "admin", agent: "shell-agent" });
+    const aborted = await waitUntil(async () => (await journalOf(run.id)).find((e) => e.type === "call.aborted"), { what: "the call to be aborted" });
+    expect(aborted.data).toMatchObject({ name: "shell", reason: "halted" });
+    expect(sleeping()).toEqual([]);
+    expect((await rt.get(run.id)).status).toBe("halted");
+  });
+
   it("a command that finishes is the call's result, with its output in the journal", async () => {
     const echo = commandTool({ name: "echo", description: "Echo.", input: z.object({ text: z.string() }), command: ({ text }) => ({ command: "echo", args: [text] }) });
     const echoAgent = toolLoopAgent({
