@@ -84,6 +84,18 @@ describe("runCommand", () => {
     expect(sleeping(marker)).toEqual([]);
   });
 
+  it("stops the command when onOutput throws, and rejects with that error once the group is gone", async () => {
+    const duration = uniqueSleep();
+    const running = runCommand({
+      shell: `sleep ${duration} & echo hello; wait`,
+      onOutput: () => {
+        throw new Error("the journal is gone");
+      },
+    });
+    await expect(running).rejects.toThrow("the journal is gone");
+    expect(sleeping(duration)).toEqual([]);
+  });
+
   it("refuses a spec it cannot run, with a message that says how to fix it", async () => {
     await expect(runCommand({ command: " " })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("must name an executable") });
     await expect(runCommand({ command: "ls", shell: "ls" } as never)).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("not both") });

@@ -106,24 +106,30 @@ export async function runCommand(options: RunCommandOptions): Promise<CommandRes
   killLiveGroupsOnExit();
   options.onSpawn?.(pgid);
 
+  let leaderExited = false;
+  let aborted = false;
+  let stopping: Promise<boolean> | undefined;
+  const stop = () => (stopping ??= stopGroup(pgid, graceMs));
+  /** A throw in `onOutput` stops the command, and `runCommand` rejects with it once the group is gone. */
+  let outputError: { error: unknown } | undefined;
+  const emit = (stream: CommandStream, text: string) => {
+    if (!text || !options.onOutput || outputError) return;
+    try {
+      options.onOutput(stream, text);
+    } catch (error) {
+      outputError = { error };
+      void stop();
+    }
+  };
   for (const [stream, tail] of [["stdout", stdout], ["stderr", stderr]] as const) {
     const decoder = new StringDecoder("utf8");
     const pipe = child[stream]!;
     pipe.on("data", (chunk: Buffer) => {
       tail.push(chunk);
-      const text = decoder.write(chunk);
-      if (text && options.onOutput) options.onOutput(stream, text);
+      emit(stream, decoder.write(chunk));
     });
-    pipe.on("end", () => {
-      const rest = decoder.end();
-      if (rest && options.onOutput) options.onOutput(stream, rest);
-    });
+    pipe.on("end", () => emit(stream, decoder.end()));
   }
-
-  let leaderExited = false;
-  let aborted = false;
-  let stopping: Promise<boolean> | undefined;
-  const stop = () => (stopping ??= stopGroup(pgid, graceMs));
   const onAbort = () => {
     if (leaderExited) return;
     aborted = true;
@@ -139,6 +145,7 @@ export async function runCommand(options: RunCommandOptions): Promise<CommandRes
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, pipeDrainMs).unref())]);
     child.stdout?.destroy();
     child.stderr?.destroy();
+    if (outputError) throw outputError.error;
     return finish(exit, { aborted, killed });
   } finally {
     signal?.removeEventListener("abort", onAbort);
