@@ -26,6 +26,13 @@ export { mcpTools, type McpToolset, type McpToolsOptions, type McpToolInfo } fro
 export { McpConnection, type McpServerParams, type McpConnectionOptions, type McpTrafficEvent } from "./tools/mcp-connection.js";
 export { McpToolCallError } from "./tools/mcp-errors.js";
 export { fromAiSdkTool, type AiSdkToolDeclarations } from "./tools/ai-sdk-tool.js";
+export { runCommand, type RunCommandOptions, type CommandSpec, type CommandResult, type CommandStream } from "./tools/command.js";
+export { commandTool, type CommandToolDefinition } from "./tools/command-tool.js";
+export { waitingForPerson, personWaitReasonOf, personWaitCodes, findWaitStart, waitStartIn, type PersonWait, type PersonWaitReason } from "./engine/waiting.js";
+export { startWebhookNotifier, type WebhookNotifier, type WebhookNotifierOptions } from "./notify/webhooks.js";
+export type { WebhookConfig } from "./notify/webhook-config.js";
+export type { RunWaitingPayload } from "./notify/webhook-payload.js";
+export { verifyWebhookSignature, signWebhookBody, signatureHeader, type VerifyWebhookOptions, type WebhookVerification } from "./notify/webhook-signature.js";
 export { toolLoopAgent, pendingToolCall, type ToolLoopAgentOptions } from "./agents/tool-loop-agent.js";
 export { createTether, defaultDatabasePath, type TetherOptions } from "./tether.js";
 export * from "./server/index.js";

@@ -48,6 +48,11 @@ describe("code-agent", () => {
     const journal = await harness!.runtime.journal(run.id, { limit: 10_000 });
     const testRuns = completedCalls(journal, "run_tests");
     expect(testRuns).toHaveLength(2);
+    // The test runs' output streamed to the journal as it came, for each of the two calls.
+    const runTestsCalls = new Set(journal.filter((e) => e.type === "call.started" && e.data.name === "run_tests").map((e) => e.callSeq));
+    const streamed = journal.filter((e) => e.type === "call.progress" && runTestsCalls.has(e.callSeq) && e.data.stream === "stdout");
+    expect(new Set(streamed.map((e) => e.callSeq)).size).toBe(2);
+    expect(streamed.map((e) => String(e.data.message)).join("")).toContain("# pass 4");
     expect(String(done.output)).toContain("4 of 4 tests pass");
   });
 

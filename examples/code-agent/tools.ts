@@ -1,6 +1,7 @@
-import { execFile } from "node:child_process";
 import { z } from "zod";
 import { tool, type AnyTool, type CompensationContext, type ToolContext } from "../../src/engine/tool.js";
+import type { CommandResult } from "../../src/tools/command.js";
+import { commandTool } from "../../src/tools/command-tool.js";
 import { delay } from "../shared/delay.js";
 import { acquireWorkspaceLock, releaseWorkspaceLock, workspaceLockName, type WorkspaceLockHandle } from "./workspace-lock.js";
 import type { Workspace } from "./workspace.js";
@@ -38,21 +39,15 @@ interface TestReport {
   output: string;
 }
 
-function runNodeTests(root: string, files: string[], signal: AbortSignal): Promise<TestReport> {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  delete env.NODE_TEST_CONTEXT;
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--test", "--test-reporter=tap", ...files], { cwd: root, env, signal, timeout: 60_000, maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (error && (error as NodeJS.ErrnoException).code === "ABORT_ERR") return reject(signal.reason ?? error);
-      const count = (label: string) => Number(new RegExp(`^# ${label} (\\d+)$`, "m").exec(stdout)?.[1] ?? 0);
-      const total = count("tests");
-      if (error && total === 0) return reject(new Error(`node --test failed to run: ${stderr.trim() || error.message}`));
-      const failures = [...stdout.matchAll(/^\s*not ok \d+ - (.+)$/gm)].map((m) => m[1].trim());
-      const lines = stdout.split("\n").filter((line) => /^\s*(not ok|ok|# (tests|pass|fail))\b/.test(line) || /^\s+(expected|actual): \S/.test(line));
-      resolve({ passed: count("pass"), failed: count("fail"), total, failures, output: lines.join("\n").slice(-2_000) });
-    });
-  });
+/** Reads `node --test --test-reporter=tap` output: the counts, the failing tests, and the lines worth showing. */
+function testReport(finished: CommandResult): TestReport {
+  const { stdout, stderr } = finished;
+  const count = (label: string) => Number(new RegExp(`^# ${label} (\\d+)$`, "m").exec(stdout)?.[1] ?? 0);
+  const total = count("tests");
+  if (finished.exitCode !== 0 && total === 0) throw new Error(`node --test failed to run: ${stderr.trim() || `exit ${finished.exitCode ?? finished.signal}`}`);
+  const failures = [...stdout.matchAll(/^\s*not ok \d+ - (.+)$/gm)].map((m) => m[1].trim());
+  const lines = stdout.split("\n").filter((line) => /^\s*(not ok|ok|# (tests|pass|fail))\b/.test(line) || /^\s+(expected|actual): \S/.test(line));
+  return { passed: count("pass"), failed: count("fail"), total, failures, output: lines.join("\n").slice(-2_000) };
 }
 
 export function codeTools({ workspace, latencyMs }: CodeToolOptions): AnyTool[] {
@@ -115,19 +110,26 @@ export function codeTools({ workspace, latencyMs }: CodeToolOptions): AnyTool[] 
     },
   });
 
-  const runTests = tool({
+  const testTargets = (files: string[] | undefined): string[] =>
+    files?.length ? files.map((f) => workspace.relative(workspace.resolve(f))) : workspace.list().map((f) => f.path).filter((p) => /^test\/.*\.test\.(js|mjs)$/.test(p));
+
+  // A command tool: a pause or cancel stops the test run's whole process group, and its output streams to the journal.
+  const runTests = commandTool({
     name: "run_tests",
     description: "Run the workspace's test suite (node --test on test/**/*.test.js) and report passes and failures.",
     input: z.object({ files: z.array(z.string()).optional() }),
     idempotent: true,
-    abortable: true,
     timeoutMs: 90_000,
-    async execute({ files }, { signal }) {
-      const targets = files?.length ? files.map((f) => workspace.relative(workspace.resolve(f))) : workspace.list().map((f) => f.path).filter((p) => /^test\/.*\.test\.(js|mjs)$/.test(p));
-      if (!targets.length) return { passed: 0, failed: 0, total: 0, failures: [], output: "no test files found" };
-      const report = await runNodeTests(workspace.root, targets, signal);
-      return { ...report, files: targets };
+    maxOutputBytes: 4 * 1024 * 1024,
+    command({ files }) {
+      const targets = testTargets(files);
+      if (!targets.length) throw new Error("no test files found (test/**/*.test.js); write one first, or pass `files`");
+      const env = { ...process.env };
+      delete env.NODE_OPTIONS;
+      delete env.NODE_TEST_CONTEXT;
+      return { command: process.execPath, args: ["--test", "--test-reporter=tap", ...targets], cwd: workspace.root, env };
     },
+    result: (finished, { files }) => ({ ...testReport(finished), files: testTargets(files) }),
   });
 
   return [listFiles, readFile, writeDraft, applyDraft, runTests];

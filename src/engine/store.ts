@@ -132,7 +132,8 @@ export type JournalType =
   | "resource.released"
   | "resource.release_failed"
   | "budget.tripped"
-  | "recovery";
+  | "recovery"
+  | "webhook.delivery";
 
 export interface JournalInput {
   type: JournalType;

@@ -8,8 +8,11 @@ export interface ToolContext {
   idempotencyKey: string;
   /** Fires on an immediate pause, cancel, halt or timeout. Honour it if the tool is `abortable`. */
   signal: AbortSignal;
-  /** Reports progress as a run event (MCP progress notifications arrive here). */
-  progress(update: { progress: number; total?: number; message?: string }): void;
+  /**
+   * Reports progress, journaled as `call.progress` (MCP progress notifications arrive here).
+   * A command's output comes as `message` with its `stream`, `progress` counting its bytes.
+   */
+  progress(update: { progress: number; total?: number; message?: string; stream?: "stdout" | "stderr" }): void;
   /** A resource the run holds, by name. */
   resource<T = unknown>(name: string): T;
 }

@@ -94,6 +94,7 @@ export const journalTypeCode: Readonly<Record<JournalType, number>> = {
   "resource.release_failed": 18,
   "budget.tripped": 19,
   recovery: 20,
+  "webhook.delivery": 30,
 };
 
 const journalTypeByCode = new Map(Object.entries(journalTypeCode).map(([type, code]) => [code, type as JournalType]));

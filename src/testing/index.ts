@@ -23,3 +23,4 @@ export {
   type Responder,
   type ChatCompletionRequestBody,
 } from "./openai-compatible-server.js";
+export { livingProcesses, type ProcessRow } from "./process-table.js";

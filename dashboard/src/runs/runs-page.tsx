@@ -2,21 +2,23 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import type { RunStatus, RunView } from "../api/types.js";
 import { useApp } from "../app-context.js";
 import { roleAllows } from "../session/session.js";
-import { formatAge, formatCost, formatTokens, fullTime, shortId } from "../ui/format.js";
+import { formatAge, formatCost, formatDuration, formatTokens, fullTime, shortId } from "../ui/format.js";
 import { Icon } from "../ui/icons.js";
 import { Link, navigate } from "../ui/router.js";
 import { StatusBadge } from "../ui/status-badge.js";
 import { useNow } from "../ui/use-now.js";
 import { inputPreview } from "./run-input.js";
 import { StartRunDialog } from "./start-run-dialog.js";
+import { useWaitStarts, waitingForPerson, waitReasonLabel } from "./waiting.js";
 
-type Filter = "all" | "active" | RunStatus;
+type Filter = "all" | "active" | "waiting" | RunStatus;
 
 const activeStatuses: RunStatus[] = ["queued", "running", "pausing", "paused", "cancelling", "halted"];
-const filterOrder: Filter[] = ["all", "active", "running", "paused", "halted", "completed", "cancelled", "failed"];
+const filterOrder: Filter[] = ["all", "active", "waiting", "running", "paused", "halted", "completed", "cancelled", "failed"];
 
 function matches(filter: Filter, run: RunView): boolean {
   if (filter === "all") return true;
+  if (filter === "waiting") return waitingForPerson(run) !== null;
   if (filter === "active") return activeStatuses.includes(run.status);
   if (filter === "paused") return run.status === "paused" || run.status === "pausing";
   if (filter === "cancelled") return run.status === "cancelled" || run.status === "cancelling";
@@ -51,8 +53,15 @@ function useFeedRuns(): RunView[] {
   return runs;
 }
 
+function filterLabel(filter: Filter): string {
+  if (filter === "all") return "All";
+  if (filter === "active") return "Active";
+  if (filter === "waiting") return "Waiting for someone";
+  return filter[0].toUpperCase() + filter.slice(1);
+}
+
 export function RunsPage() {
-  const { identity } = useApp();
+  const { identity, client } = useApp();
   const runs = useFeedRuns();
   const now = useNow(5000);
   const [filter, setFilterState] = useState<Filter>(filterFromUrl);
@@ -69,7 +78,11 @@ export function RunsPage() {
     for (const f of filterOrder) result.set(f, runs.filter((r) => matches(f, r)).length);
     return result;
   }, [runs]);
+  const waiting = filter === "waiting";
+  const waitStarts = useWaitStarts(client, runs, waiting);
   const shown = runs.filter((r) => matches(filter, r));
+  // Waiting for someone: the longest wait first.
+  if (waiting) shown.sort((a, b) => (waitStarts.get(a.id) ?? a.updatedAt) - (waitStarts.get(b.id) ?? b.updatedAt) || a.id.localeCompare(b.id));
 
   return (
     <section class="stack-lg">
@@ -92,7 +105,7 @@ export function RunsPage() {
       <div class="filters" role="tablist" aria-label="Filter by status">
         {filterOrder.map((f) => (
           <button key={f} role="tab" aria-selected={filter === f} class={`chip${filter === f ? " chip-on" : ""}${f !== "all" && f !== "active" ? ` chip-${f}` : ""}`} onClick={() => setFilter(f)} data-filter={f}>
-            {f === "all" ? "All" : f === "active" ? "Active" : f[0].toUpperCase() + f.slice(1)}
+            {filterLabel(f)}
             <span class="chip-count">{counts.get(f) ?? 0}</span>
           </button>
         ))}
@@ -108,7 +121,7 @@ export function RunsPage() {
               </p>
             </>
           ) : (
-            <p class="muted">No {filter} runs.</p>
+            <p class="muted">{waiting ? "No run waits for a person." : `No ${filter} runs.`}</p>
           )}
         </div>
       ) : (
@@ -117,12 +130,13 @@ export function RunsPage() {
             <thead>
               <tr>
                 <th>Status</th>
+                {waiting && <th>Waiting for</th>}
                 <th>Run</th>
                 <th>Agent</th>
                 <th class="num">Step</th>
                 <th class="num">Tokens</th>
                 <th class="num">Cost</th>
-                <th class="num">Started</th>
+                <th class="num">{waiting ? "Waiting" : "Started"}</th>
               </tr>
             </thead>
             <tbody>
@@ -131,6 +145,7 @@ export function RunsPage() {
                   <td data-label="Status">
                     <StatusBadge status={run.status} />
                   </td>
+                  {waiting && <WaitReasonCell run={run} />}
                   <td class="run-cell" data-label="Run">
                     <Link href={`/runs/${run.id}`} class="mono run-link" title={run.id}>
                       {shortId(run.id)}
@@ -152,9 +167,13 @@ export function RunsPage() {
                   <td class="num" data-label="Cost">
                     {formatCost(run.usage.costUsd)}
                   </td>
-                  <td class="num muted" data-label="Started" title={fullTime(run.createdAt)}>
-                    {formatAge(run.createdAt, now)}
-                  </td>
+                  {waiting ? (
+                    <WaitSinceCell since={waitStarts.get(run.id)} now={now} />
+                  ) : (
+                    <td class="num muted" data-label="Started" title={fullTime(run.createdAt)}>
+                      {formatAge(run.createdAt, now)}
+                    </td>
+                  )}
                 </tr>
               ))}
             </tbody>
@@ -163,5 +182,24 @@ export function RunsPage() {
       )}
       {starting && <StartRunDialog onClose={() => setStarting(false)} />}
     </section>
+  );
+}
+
+function WaitReasonCell(props: { run: RunView }) {
+  const wait = waitingForPerson(props.run);
+  if (!wait) return <td data-label="Waiting for" />;
+  return (
+    <td data-label="Waiting for" data-testid="wait-reason" data-reason={wait.reason} title={wait.detail}>
+      {waitReasonLabel(wait.reason)}
+    </td>
+  );
+}
+
+function WaitSinceCell(props: { since: number | undefined; now: number }) {
+  const { since, now } = props;
+  return (
+    <td class="num muted" data-label="Waiting" data-testid="wait-since" title={since === undefined ? undefined : `since ${fullTime(since)}`}>
+      {since === undefined ? "…" : formatDuration(Math.max(0, now - since))}
+    </td>
   );
 }

@@ -5,6 +5,7 @@ import { addBudgetOptions, budgetsFrom, info, integer, jsonArgument, out, parseS
 import { UsageError } from "../exit-codes.js";
 import { runsTable, showRun, table } from "../format.js";
 import { LogPrinter } from "../log-printer.js";
+import { waitingRuns, waitingTable } from "../waiting-list.js";
 
 /** Reading runs, and starting them: start, ls, show, logs, attach, agents. */
 export function runCommands(program: Command, io: CliIo): void {
@@ -33,13 +34,20 @@ export function runCommands(program: Command, io: CliIo): void {
 
   program
     .command("ls")
-    .description("list runs, newest first")
+    .description("list runs, newest first; with --waiting, the runs waiting for a person, oldest wait first")
     .option("--status <statuses>", "only these statuses, comma-separated (e.g. running,paused)")
+    .option("--waiting", "only runs waiting for a person (an approval, an uncertain effect, a budget or guard, a stale snapshot, a halt), with why and for how long")
     .option("--agent <name>", "only runs of this agent")
     .option("--limit <n>", "at most this many", integer("--limit", 1), 50)
     .option("--json", "print JSON")
-    .action(async function ls(this: Command, flags: { status?: string; agent?: string; limit: number }) {
+    .action(async function ls(this: Command, flags: { status?: string; agent?: string; limit: number; waiting?: boolean }) {
+      if (flags.waiting && flags.status) throw new UsageError("--waiting lists paused and halted runs by why they wait; leave out --status");
       await withConnection(this, {}, async ({ client }, globals) => {
+        if (flags.waiting) {
+          const rows = await waitingRuns(client, { agent: flags.agent, limit: flags.limit });
+          out(io, globals.json ? JSON.stringify(rows.map(({ run, wait, since }) => ({ ...run, waiting: { ...wait, since } }))) : waitingTable(rows, Date.now()));
+          return;
+        }
         const runs = await client.list({ status: flags.status ? parseStatusList(flags.status) : undefined, agent: flags.agent, limit: flags.limit });
         out(io, globals.json ? JSON.stringify(runs) : runsTable(runs, Date.now()));
       });

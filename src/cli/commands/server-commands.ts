@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { resolve } from "node:path";
 import { globalsOf, info, integer, out, stopSignal, type CliIo } from "../cli-context.js";
 import { defaultDbPath } from "../connection.js";
+import { describeWebhooks, publicUrlOption, startWebhooks, webhookOption, webhookSettings, type WebhookFlags } from "../webhook-options.js";
 
 /** serve (HTTP API + dashboard + worker) and worker (executes runs, no HTTP). */
 export function serverCommands(program: Command, io: CliIo): void {
@@ -10,8 +11,11 @@ export function serverCommands(program: Command, io: CliIo): void {
     .description(`serve the HTTP API and the dashboard, and execute runs (store: --db, default ${defaultDbPath}; agents: tether.config.ts, --agents, or the bundled examples)`)
     .option("--host <host>", "address to bind; beyond loopback an API token must exist", "127.0.0.1")
     .option("--port <port>", "port (0 for any free port)", integer("--port"), 4317)
-    .action(async function serve(this: Command, flags: { host: string; port: number }) {
+    .addOption(webhookOption())
+    .addOption(publicUrlOption())
+    .action(async function serve(this: Command, flags: { host: string; port: number } & WebhookFlags) {
       const globals = globalsOf(this);
+      const webhooks = webhookSettings(flags);
       const dbPath = resolve(globals.db ?? defaultDbPath);
       const { loadAgents } = await import("../agents-loader.js");
       const { executingRuntime, describeAgents } = await import("../local-runtime.js");
@@ -20,9 +24,12 @@ export function serverCommands(program: Command, io: CliIo): void {
       const loaded = await loadAgents({ cwd: process.cwd(), module: globals.agents, dataDir: resolve(".tether") });
       const { runtime, store } = executingRuntime(dbPath, loaded);
       let server;
+      let notifier;
       try {
         server = await startServer({ runtime, host: flags.host, port: flags.port });
+        notifier = webhooks && startWebhooks(runtime, webhooks, server.url);
       } catch (error) {
+        await server?.close();
         await runtime.close();
         await store.close();
         throw error;
@@ -33,8 +40,10 @@ export function serverCommands(program: Command, io: CliIo): void {
       info(io, `agents: ${describeAgents(loaded)}`);
       info(io, `dashboard: ${defaultDashboardDir() ? server.url : "not built (npm run build); the API is at /api/v1"}`);
       info(io, tokens ? `auth: ${tokens} API token${tokens === 1 ? "" : "s"}` : "auth: none configured, open on loopback only (tether token create --role admin --name <you>)");
+      if (webhooks) info(io, describeWebhooks(webhooks));
       const signal = await stopSignal();
       info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      await notifier?.stop();
       await server.close();
       await runtime.close();
       await store.close();
@@ -43,17 +52,24 @@ export function serverCommands(program: Command, io: CliIo): void {
   program
     .command("worker")
     .description(`execute runs from the store (--db, default ${defaultDbPath}) without serving HTTP`)
-    .action(async function worker(this: Command) {
+    .addOption(webhookOption())
+    .addOption(publicUrlOption())
+    .action(async function worker(this: Command, flags: WebhookFlags) {
       const globals = globalsOf(this);
+      const webhooks = webhookSettings(flags);
       const dbPath = resolve(globals.db ?? defaultDbPath);
       const { loadAgents } = await import("../agents-loader.js");
       const { executingRuntime, describeAgents } = await import("../local-runtime.js");
       const loaded = await loadAgents({ cwd: process.cwd(), module: globals.agents, dataDir: resolve(".tether") });
       const { runtime, store } = executingRuntime(dbPath, loaded);
+      // Links in a notice point at the server the CLI talks to (--url), unless --public-url says otherwise.
+      const notifier = webhooks && startWebhooks(runtime, webhooks, globals.url);
       out(io, `Tether worker ${runtime.workerId} executing runs from ${dbPath}`);
       info(io, `agents: ${describeAgents(loaded)}`);
+      if (webhooks) info(io, describeWebhooks(webhooks));
       const signal = await stopSignal();
       info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      await notifier?.stop();
       await runtime.close();
       await store.close();
     });
