@@ -1,7 +1,7 @@
 import { TetherClientError } from "../client/client-error.js";
 import { TetherError } from "../engine/errors.js";
 
-/** The CLI's exit codes (DESIGN.md, public surface). */
+/** The CLI's exit codes (docs/cli.md, "Exit codes"). */
 export const exitCode = { ok: 0, error: 1, usage: 2, conflict: 3, notFound: 4 } as const;
 
 const byErrorCode: Record<string, number> = {

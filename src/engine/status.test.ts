@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { commandTransitions, isLegalEdge, isTerminal, legalEdges, runStatuses } from "./status.js";
 
 describe("run lifecycle", () => {
-  it("has the nine statuses of DESIGN.md, three of them terminal", () => {
+  it("has nine statuses, three of them terminal", () => {
     expect(runStatuses).toHaveLength(9);
     expect(runStatuses.filter(isTerminal)).toEqual(["cancelled", "completed", "failed"]);
   });

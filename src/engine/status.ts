@@ -20,7 +20,7 @@ export function isTerminal(status: RunStatus): boolean {
 
 export type ControlCommandType = "pause" | "resume" | "cancel" | "halt" | "unhalt";
 
-/** What each control command may start from, and the status it moves to (DESIGN.md, Lifecycle). */
+/** What each control command may start from, and the status it moves to (docs/lifecycle.md). */
 export const commandTransitions: Record<ControlCommandType, { from: readonly RunStatus[]; holds: readonly RunStatus[] }> = {
   pause: { from: ["running"], holds: ["pausing", "paused"] },
   resume: { from: ["paused"], holds: ["running", "queued"] },
