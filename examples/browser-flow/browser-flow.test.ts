@@ -25,8 +25,12 @@ function setup(tokensPerSecond = 4000): void {
   });
 }
 
+/** The pids of the browsers the run journaled; never empty, never a non-pid (a check on `NaN` would pass vacuously). */
 function browserPids(journal: readonly JournalEntry[]): number[] {
-  return journal.filter((e) => e.type === "resource.acquired" && e.data.name === "browser").map((e) => Number((e.data.record as { pid: number }).pid));
+  const pids = journal.filter((e) => e.type === "resource.acquired" && e.data.name === "browser").map((e) => Number((e.data.record as { pid: number }).pid));
+  expect(pids.length, "the run journaled its browser").toBeGreaterThan(0);
+  for (const pid of pids) expect(Number.isInteger(pid) && pid > 0, `journaled browser pid ${pid}`).toBe(true);
+  return pids;
 }
 
 async function submissionsOverHttp(options: { all?: boolean } = {}): Promise<Submission[]> {

@@ -1,9 +1,18 @@
 import { jsonSchema, tool as aiTool } from "ai";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { executeTool, ToolAbortedError } from "../engine/gate.js";
 import type { ToolContext } from "../engine/tool.js";
+import { toolLoopAgent } from "../agents/tool-loop-agent.js";
+import { SimulatedModel } from "../models/simulated-model.js";
+import { harness, waitUntil, type Harness } from "../testing/index.js";
 import { fromAiSdkTool } from "./ai-sdk-tool.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
 
 function context(signal = new AbortController().signal): ToolContext {
   return { runId: "run_1", idempotencyKey: "run_1:3", signal, progress: () => undefined, resource: () => undefined as never };
@@ -51,7 +60,7 @@ describe("fromAiSdkTool", () => {
     expect(await executeTool(strict, { from: 3 }, context())).toMatchObject({ ok: false, error: "tool_error" });
   });
 
-  it("an abortable tool that honours abortSignal stops on a pause", async () => {
+  it("an abortable tool that honours abortSignal stops when its call's signal aborts", async () => {
     const slow = aiTool({
       inputSchema: z.object({}),
       execute: (_input, { abortSignal }) =>
@@ -68,6 +77,48 @@ describe("fromAiSdkTool", () => {
     const running = executeTool(wrapped, {}, context(controller.signal));
     controller.abort("pause");
     await expect(running).rejects.toBeInstanceOf(ToolAbortedError);
+  });
+
+  it("in a run, a pause aborts the tool through abortSignal; resume calls it again and the run completes", async () => {
+    const seen: string[] = [];
+    const slow = aiTool({
+      description: "A slow lookup",
+      inputSchema: z.object({ q: z.string() }),
+      execute: ({ q }, { abortSignal }) =>
+        new Promise((resolve, reject) => {
+          seen.push(`start ${q}`);
+          if (seen.length > 1) return resolve(`found ${q}`);
+          abortSignal?.addEventListener("abort", () => {
+            seen.push(`aborted ${q}`);
+            reject(new Error("stopped"));
+          });
+        }),
+    });
+    const agent = toolLoopAgent({
+      name: "lookup",
+      tools: [fromAiSdkTool("slow", slow, { abortable: true })],
+      model: new SimulatedModel({
+        tokensPerSecond: Number.POSITIVE_INFINITY,
+        script: ({ turn }) => (turn === 0 ? { text: "Looking it up.", toolCalls: [{ toolName: "slow", input: { q: "tether" } }] } : { text: "Done." }),
+      }),
+    });
+    h = harness([agent]);
+    const run = await h.runtime.start("lookup", "find tether");
+    await waitUntil(async () => seen.length === 1, { what: "the tool to start" });
+    await h.runtime.pause(run.id, { actor: "alice" });
+    const paused = await h.runtime.waitFor(run.id, ["paused"]);
+    expect(paused.status).toBe("paused");
+    expect(seen).toEqual(["start tether", "aborted tether"]);
+    const journal = await h.runtime.journal(run.id, { limit: 1000 });
+    const started = journal.find((e) => e.type === "call.started" && e.data.name === "slow");
+    const aborted = journal.find((e) => e.type === "call.aborted");
+    expect(started).toBeDefined();
+    expect(aborted?.callSeq).toBe(started?.callSeq);
+    expect(journal.some((e) => e.type === "call.completed" && e.data.name === "slow")).toBe(false);
+    await h.runtime.resume(run.id, { actor: "alice" });
+    const done = await h.runtime.waitFor(run.id, ["completed", "failed"]);
+    expect(done.status).toBe("completed");
+    expect(seen).toEqual(["start tether", "aborted tether", "start tether"]);
   });
 
   it("refuses a tool without execute", () => {

@@ -428,7 +428,10 @@ describe("tether CLI against a real `tether serve`", () => {
     const ls = await cli(["ls", "--json", "--limit", "3"]);
     const runs = JSON.parse(ls.stdout) as RunView[];
     expect(runs.length).toBe(3);
-    const shown = await cli(["show", runs[0].id, "--json"]);
-    expect(JSON.parse(shown.stdout).id).toBe(runs[0].id);
+    const fromApi = await client.list({ limit: 3 });
+    expect(runs.map((r) => [r.id, r.agent])).toEqual(fromApi.map((r) => [r.id, r.agent]));
+    const shown = JSON.parse((await cli(["show", runs[0].id, "--json"])).stdout) as RunView;
+    const apiRun = await client.get(runs[0].id);
+    expect({ id: shown.id, agent: shown.agent, input: shown.input, createdAt: shown.createdAt }).toEqual({ id: apiRun.id, agent: apiRun.agent, input: apiRun.input, createdAt: apiRun.createdAt });
   });
 });

@@ -65,8 +65,21 @@ describe("TetherClient against a real server", () => {
       }
       if (event.type === "journal" && event.entry.type === "status" && event.entry.data.to === "completed") controller.abort();
     }
+    expect(paused).toBe(true);
     const journal = events.filter((e) => e.type === "journal");
-    expect(journal.map((e) => e.seq)).toEqual((await client.journalAll(run.id)).map((e) => e.seq));
+    const stored = await client.journalAll(run.id);
+    expect(journal.map((e) => e.seq)).toEqual(stored.map((e) => e.seq));
+    // The pause, the edit and the resume each reached the run, in that order, with the actor.
+    const pauseAt = stored.findIndex((e) => e.type === "control" && e.data.command === "pause");
+    const pausedAt = stored.findIndex((e) => e.type === "status" && e.data.to === "paused");
+    const editAt = stored.findIndex((e) => e.type === "state.message_added" && e.data.content === "steer");
+    const resumeAt = stored.findIndex((e) => e.type === "control" && e.data.command === "resume");
+    const completedAt = stored.findIndex((e) => e.type === "status" && e.data.to === "completed");
+    expect(stored[pauseAt]?.data).toMatchObject({ actor: "alice", reason: "check" });
+    expect(pauseAt).toBeGreaterThanOrEqual(0);
+    expect([pauseAt < pausedAt, pausedAt < editAt, editAt < resumeAt, resumeAt < completedAt]).toEqual([true, true, true, true]);
+    const finalState = await client.state(run.id);
+    expect(finalState.state.messages.some((m) => JSON.stringify(m).includes("steer"))).toBe(true);
     expect(events.some((e) => e.type === "delta" && e.text.length > 0)).toBe(true);
     expect((await client.get(run.id)).status).toBe("completed");
     const page = await client.journal(run.id, { after: 2, limit: 2 });
