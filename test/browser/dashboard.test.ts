@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseDraft } from "../../examples/deep-research/drafts.js";
@@ -13,10 +13,12 @@ import { root, serveTether, type ServedTether } from "./serve-child.js";
 /**
  * The dashboard in a real browser (Debian's chromium, headless) against a real `tether serve`
  * child process: watching a run stream, pausing it, steering it, resuming it, cancelling with
- * compensation, the viewer role, and the halt switch. Writes the screenshots in docs/screenshots.
+ * compensation, the viewer role, and the halt switch. Writes its screenshots to a temporary
+ * folder; `npm run screenshots` runs it with TETHER_SCREENSHOTS=docs/screenshots to refresh the
+ * pictures the README shows.
  */
 
-const screenshots = join(root, "docs", "screenshots");
+const screenshots = process.env.TETHER_SCREENSHOTS ? resolve(root, process.env.TETHER_SCREENSHOTS) : mkdtempSync(join(tmpdir(), "tether-screenshots-"));
 const question = "How should a long-running agent undo its side effects when it is cancelled?";
 const note = "Focus on primary sources, please.";
 
