@@ -122,6 +122,9 @@ describe("unknown ids and refused transitions", () => {
     expect(await codeOf(rt.start("researcher", { prompt: "" }))).toBe("invalid_input");
     expect(await codeOf(rt.start("researcher", { prompt: "hi", extra: true }))).toBe("invalid_input");
     expect(await rt.list()).toEqual([]);
+    // The messages point at the fix: where agents are registered, and the shape the agent takes.
+    await expect(rt.start("nobody", "hi")).rejects.toThrow(/known: researcher\). Register it with createTether\(\{ agents: \[\.\.\.\] \}\); for the CLI, export it from tether\.config\.ts or pass --agents <file>/);
+    await expect(rt.start("researcher", 42)).rejects.toThrow(/^invalid input for agent researcher: \(input\): .+\. It takes: string \| \{ prompt: string \}$/);
   });
 
   it("refuses a fork from a step the run has not reached with invalid_input", async () => {

@@ -95,7 +95,11 @@ export class InvalidInputError extends TetherError {
 
 export class UnknownAgentError extends TetherError {
   constructor(name: string, known: string[]) {
-    super("unknown_agent", `no agent named "${name}" is registered (known: ${known.join(", ") || "none"})`, { name, known });
+    super(
+      "unknown_agent",
+      `no agent named "${name}" is registered (known: ${known.join(", ") || "none"}). Register it with createTether({ agents: [...] }); for the CLI, export it from tether.config.ts or pass --agents <file>`,
+      { name, known },
+    );
     this.name = "UnknownAgentError";
   }
 }

@@ -1,4 +1,5 @@
 import type { AgentDefinition } from "./agent.js";
+import { describeShape } from "./input-shape.js";
 import { defaultBudgets, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
@@ -215,7 +216,8 @@ export class Runtime {
     if (agent.input) {
       const parsed = agent.input.safeParse(input);
       if (!parsed.success) {
-        throw new InvalidInputError(`invalid input for agent ${agentName}: ${parsed.error.issues.map((i) => `${i.path.join(".") || "(input)"}: ${i.message}`).join("; ")}`);
+        const problems = parsed.error.issues.map((i) => `${i.path.join(".") || "(input)"}: ${i.message}`).join("; ");
+        throw new InvalidInputError(`invalid input for agent ${agentName}: ${problems}. It takes: ${describeShape(agent.input)}`, parsed.error.issues);
       }
       checkedInput = parsed.data;
     }
