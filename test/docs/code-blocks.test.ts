@@ -1,0 +1,53 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { runnableBlocks } from "./code-blocks.js";
+
+/**
+ * Every TypeScript block in the README and the guides in docs/ runs as written (a user copies
+ * them): each is saved to a fresh folder and run with tsx, `tether-runtime` resolving to this
+ * checkout's sources. A block that is only a piece of a program says `ts fragment`.
+ */
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const tsxLoader = createRequire(import.meta.url).resolve("tsx");
+const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const blocks = docs.flatMap((file) => runnableBlocks(join(root, file)));
+
+const specifiers: [string, string][] = [
+  ["tether-runtime/testing", "src/testing/index.ts"],
+  ["tether-runtime", "src/index.ts"],
+];
+
+function localised(code: string): string {
+  let out = code;
+  for (const [name, path] of specifiers) out = out.replaceAll(`from "${name}"`, `from ${JSON.stringify(join(root, path))}`);
+  return out;
+}
+
+describe("code blocks in the README and docs/", () => {
+  it("finds the README's library example", () => {
+    expect(blocks.some((b) => b.file.endsWith("README.md") && b.code.includes("createTether"))).toBe(true);
+  });
+
+  for (const block of blocks) {
+    it(`${relative(root, block.file)}:${block.line} runs as written`, () => {
+      const cwd = mkdtempSync(join(tmpdir(), "tether-doc-"));
+      try {
+        symlinkSync(join(root, "node_modules"), join(cwd, "node_modules"), "dir");
+        const file = join(cwd, "example.mts");
+        writeFileSync(file, localised(block.code));
+        const env = { ...process.env, TETHER_URL: "", TETHER_TOKEN: "" };
+        const result = spawnSync(process.execPath, ["--import", tsxLoader, file], { cwd, env, encoding: "utf8", timeout: 60_000 });
+        expect(result.status, `exit ${result.status} ${result.signal ?? ""}\n${result.stdout.slice(-2000)}\n${result.stderr.slice(-3000)}`).toBe(0);
+        expect(existsSync(file)).toBe(true);
+      } finally {
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    }, 70_000);
+  }
+});
