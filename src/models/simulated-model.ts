@@ -40,26 +40,76 @@ export function tokenize(text: string): string[] {
   return text.match(/\S{1,4}\s*|\s+/g) ?? [];
 }
 
+/**
+ * The default script: a plan, then one tool call per turn (the tools in the order listed,
+ * `rounds` times), then a final answer. Arguments come from the conversation where they can: a
+ * text field named like a query (`query`, `q`, `topic`, `question`, `prompt`, `task`, `search`)
+ * gets the task; a field whose name an earlier tool's result has (`url`, `id`, …) gets that value,
+ * newest result first; anything else is sampled from the schema with the seed. Each turn's text
+ * says what the previous tools returned.
+ */
 export function genericScript(rounds: number): SimulatedScript {
-  return ({ request, turn, random, lastUserMessage }) => {
+  return ({ request, turn, random, lastUserMessage, lastToolResults }) => {
     const tools = request.tools;
+    const task = (lastUserMessage ?? "the task").slice(0, 200);
+    const results = toolResultsOf(request.messages);
     if (turn === 0) {
       const steps = tools.length ? tools.slice(0, 3).map((t, i) => `${i + 1}. Use ${t.name} to ${t.description.toLowerCase().replace(/\.$/, "")}.`) : ["1. Think it through."];
       return {
-        text: `Plan for "${(lastUserMessage ?? "the task").slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
-        toolCalls: tools.length ? [callFor(tools[0], random)] : [],
+        text: `Plan for "${task.slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
+        toolCalls: tools.length ? [callFor(tools[0], random, task, results)] : [],
       };
     }
+    const heard = lastToolResults.map((r) => `${r.toolName} ${r.isError ? "failed" : "returned"} ${preview(r.content)}.`).join(" ");
     if (turn < rounds && tools.length) {
       const next = tools[turn % tools.length];
-      return { text: paragraph(random, 2), toolCalls: [callFor(next, random)] };
+      return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, results)] };
     }
-    return { text: `Final answer: ${paragraph(random, 3)}` };
+    return { text: `Final answer: ${heard ? `${heard} ` : ""}${paragraph(random, 3)}` };
   };
 }
 
-function callFor(tool: ToolSpec, random: Random): { toolName: string; input: Json } {
-  return { toolName: tool.name, input: sampleFromSchema(tool.inputSchema, random) };
+const queryField = /^(query|q|search|topic|question|prompt|task|text)$/i;
+
+/** Every field of every tool result so far, newest first. */
+function toolResultsOf(messages: readonly Message[]): Map<string, Json> {
+  const fields = new Map<string, Json>();
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.role !== "tool" || m.isError) continue;
+    collectFields(m.content, fields, 0);
+  }
+  return fields;
+}
+
+function collectFields(value: Json, into: Map<string, Json>, depth: number): void {
+  if (depth > 2 || value === null || typeof value !== "object") return;
+  if (Array.isArray(value)) {
+    for (const item of value) collectFields(item, into, depth + 1);
+    return;
+  }
+  for (const [key, field] of Object.entries(value)) {
+    if (!into.has(key) && field !== null && typeof field !== "object") into.set(key, field);
+    collectFields(field, into, depth + 1);
+  }
+}
+
+function callFor(tool: ToolSpec, random: Random, task: string, results: Map<string, Json>): { toolName: string; input: Json } {
+  const input = sampleFromSchema(tool.inputSchema, random);
+  const properties = (tool.inputSchema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return { toolName: tool.name, input };
+  for (const key of Object.keys(input)) {
+    const type = properties[key]?.type;
+    const known = results.get(key);
+    if (known !== undefined && (typeof known === type || (type === "integer" && Number.isInteger(known)))) input[key] = known;
+    else if (type === "string" && queryField.test(key)) input[key] = task;
+  }
+  return { toolName: tool.name, input };
+}
+
+function preview(content: Json): string {
+  const text = typeof content === "string" ? content : JSON.stringify(content);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
 function countTokens(messages: readonly Message[]): number {
