@@ -44,7 +44,7 @@ export function tokenize(text: string): string[] {
  * The default script: a plan, then one tool call per turn (the tools in the order listed,
  * `rounds` times), then a final answer. Arguments come from the conversation where they can: a
  * text field named like a query (`query`, `q`, `topic`, `question`, `prompt`, `task`, `search`)
- * gets the task; a field whose name an earlier tool's result has (`url`, `id`, …) gets that value,
+ * gets the task (refined with sampled words when the tool was called before); a field whose name an earlier tool's result has (`url`, `id`, …) gets that value,
  * newest result first; anything else is sampled from the schema with the seed. Each turn's text
  * says what the previous tools returned.
  */
@@ -57,13 +57,14 @@ export function genericScript(rounds: number): SimulatedScript {
       const steps = tools.length ? tools.slice(0, 3).map((t, i) => `${i + 1}. Use ${t.name} to ${t.description.toLowerCase().replace(/\.$/, "")}.`) : ["1. Think it through."];
       return {
         text: `Plan for "${task.slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
-        toolCalls: tools.length ? [callFor(tools[0], random, task, results)] : [],
+        toolCalls: tools.length ? [callFor(tools[0], random, task, results, 0)] : [],
       };
     }
     const heard = lastToolResults.map((r) => `${r.toolName} ${r.isError ? "failed" : "returned"} ${preview(r.content)}.`).join(" ");
     if (turn < rounds && tools.length) {
       const next = tools[turn % tools.length];
-      return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, results)] };
+      const earlier = request.messages.filter((m) => m.role === "tool" && m.toolName === next.name).length;
+      return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, results, earlier)] };
     }
     return { text: `Final answer: ${heard ? `${heard} ` : ""}${paragraph(random, 3)}` };
   };
@@ -94,7 +95,8 @@ function collectFields(value: Json, into: Map<string, Json>, depth: number): voi
   }
 }
 
-function callFor(tool: ToolSpec, random: Random, task: string, results: Map<string, Json>): { toolName: string; input: Json } {
+/** `earlier`: how many times the conversation already called this tool; a repeated query is refined, as a model would. */
+function callFor(tool: ToolSpec, random: Random, task: string, results: Map<string, Json>, earlier: number): { toolName: string; input: Json } {
   const input = sampleFromSchema(tool.inputSchema, random);
   const properties = (tool.inputSchema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
   if (input === null || typeof input !== "object" || Array.isArray(input)) return { toolName: tool.name, input };
@@ -102,7 +104,7 @@ function callFor(tool: ToolSpec, random: Random, task: string, results: Map<stri
     const type = properties[key]?.type;
     const known = results.get(key);
     if (known !== undefined && (typeof known === type || (type === "integer" && Number.isInteger(known)))) input[key] = known;
-    else if (type === "string" && queryField.test(key)) input[key] = task;
+    else if (type === "string" && queryField.test(key)) input[key] = earlier === 0 ? task : `${task} (${String(input[key])})`;
   }
   return { toolName: tool.name, input };
 }

@@ -44,7 +44,7 @@ describe("openai-compatible over a real HTTP wire: pause, resume, tool calls, us
     console.log(
       `pause → server saw the connection close: ${latencyMs.toFixed(1)} ms (pause() returned after ${(commandReturnedAt - pausedAt).toFixed(1)} ms; ${first.chunksSent} chunks had been sent)`,
     );
-    expect(latencyMs).toBeLessThan(250);
+    // Causality, not a latency (that is the benchmark's): the close came before the answer ended.
     expect(first.endedAt).toBeUndefined();
 
     const paused = await runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
@@ -102,8 +102,10 @@ describe("openai-compatible over a real HTTP wire: pause, resume, tool calls, us
     const { runtime } = wire;
     const run = await runtime.start("wire-cycles", "Talk for a long time");
     const latencies: number[] = [];
+    const requests: Awaited<ReturnType<typeof server.nthCompletion>>[] = [];
     for (let cycle = 0; cycle < 10; cycle++) {
       const request = await server.nthCompletion(cycle);
+      requests.push(request);
       await server.waitUntil(() => request.chunksSent >= 5);
       const pausedAt = performance.now();
       await runtime.pause(run.id);
@@ -119,7 +121,8 @@ describe("openai-compatible over a real HTTP wire: pause, resume, tool calls, us
     await server.waitUntil(() => eleventh.closedEarlyAt !== undefined, 5_000);
     const sorted = [...latencies].sort((a, b) => a - b);
     console.log(`pause → server saw the close, 10 cycles (ms): min ${sorted[0].toFixed(1)}, median ${sorted[5].toFixed(1)}, max ${sorted[9].toFixed(1)}; all: ${latencies.map((l) => l.toFixed(1)).join(", ")}`);
-    expect(sorted[9]).toBeLessThan(250);
+    // Every pause closed its request before the answer was streamed to its end.
+    expect(requests.map((r) => r.endedAt)).toEqual(Array.from({ length: 10 }, () => undefined));
     const journal = await runtime.journal(run.id);
     expect(entriesOf(journal, "call.aborted").length).toBe(11);
     expect(entriesOf(journal, "call.completed")).toEqual([]);
@@ -137,7 +140,7 @@ describe("openai-compatible over a real HTTP wire: pause, resume, tool calls, us
     await server.waitUntil(() => first.closedEarlyAt !== undefined, 5_000);
     const latencyMs = first.closedEarlyAt! - pausedAt;
     console.log(`pause before the first token → server saw the close: ${latencyMs.toFixed(1)} ms`);
-    expect(latencyMs).toBeLessThan(250);
+    expect(first.endedAt).toBeUndefined();
     const paused = await runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
     const [aborted] = entriesOf(await runtime.journal(run.id), "call.aborted");
     expect(aborted.data).toMatchObject({ streamedChars: 0, estimated: true });
