@@ -210,7 +210,7 @@ describe("resources and pause", () => {
     expect(journal.slice(resumed).filter((e) => e.type === "resource.acquired").map((e) => [e.data.name, e.data.reacquired])).toEqual([["browser", true]]);
   });
 
-  it("re-attaches a resource kept over a pause when another process resumes the run", async () => {
+  it("re-attaches a resource kept over a pause when a second runtime on its own connection resumes the run", async () => {
     const calls: string[] = [];
     const lock = resource({
       name: "lock",
@@ -297,7 +297,7 @@ describe("pause racing the executor", () => {
     expect(ledger.executionsOf("slow")).toBe(2);
   });
 
-  it("aborts an abortable tool that keeps writing progress when another process pauses the run", async () => {
+  it("aborts an abortable tool that keeps writing progress when a second runtime on its own connection pauses the run", async () => {
     const progressing = tool({
       name: "crawl",
       description: "Crawls for a while, reporting progress",

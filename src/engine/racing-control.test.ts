@@ -7,7 +7,8 @@ import { isLegalEdge, type RunStatus } from "./status.js";
 
 /**
  * Two clients race pause, resume and cancel against a running run: the worker's own runtime and
- * a control-only runtime on its own connection (another process). Whatever the interleaving,
+ * a control-only runtime on its own connection (in this process, standing in for another one;
+ * test/cross-process does it with a real child process). Whatever the interleaving,
  * the run moves only along legal edges, settles, and every command is stored and journaled.
  */
 

@@ -34,7 +34,7 @@ describe("subscribe", () => {
     expect(journalSeqs(fromFour)).toEqual(Array.from({ length: total - 4 }, (_, i) => i + 5));
   });
 
-  it("misses nothing another process writes while this one executes the run", async () => {
+  it("misses nothing a second runtime on its own connection (as another process would) writes while this one executes the run", async () => {
     h = harness([toolLoopAgent({ name: "writer", model: "simulated:sim-1?seed=1&tps=200" })]);
     const rt = h.runtime;
     const other = h.open({ worker: false });
@@ -60,7 +60,7 @@ describe("subscribe", () => {
     }
   });
 
-  it("keeps streaming model deltas after another process's boundary pause, numbered after its entries", async () => {
+  it("keeps streaming model deltas after a boundary pause from a second runtime on its own connection, numbered after its entries", async () => {
     h = harness([toolLoopAgent({ name: "writer", model: "simulated:sim-1?seed=1&tps=200" })]);
     const rt = h.runtime;
     const other = h.open({ worker: false });
