@@ -86,7 +86,9 @@ describe("pause during a streaming model call", () => {
     await waitUntil(async () => (await journalOf(run.id)).some((e) => e.type === "call.started"));
     await rt.pause(run.id, { mode: "boundary" });
     const pausing = await rt.waitFor(run.id, (r) => r.status !== "running");
-    if (pausing.status === "pausing") expect(pausing.waitingFor).toMatchObject({ kind: "model", callSeq: 1 });
+    // The call is still streaming (a slow model), so the run waits for it, and says so.
+    expect(pausing.status).toBe("pausing");
+    expect(pausing.waitingFor).toMatchObject({ kind: "model", callSeq: 1 });
     const paused = await rt.waitFor(run.id, ["paused"]);
     const journal = await journalOf(run.id);
     expect(journal.filter((e) => e.type === "call.aborted")).toEqual([]);

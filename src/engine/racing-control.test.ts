@@ -44,6 +44,7 @@ const commandArb = fc.record({
 describe("racing control commands", () => {
   it("always end in one legal state, with every command stored and journaled", async () => {
     let scenario = 0;
+    const endings = new Map<RunStatus, number>();
     await fc.assert(
       fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 6 }), async (commands) => {
         scenario += 1;
@@ -65,6 +66,7 @@ describe("racing control commands", () => {
 
         const settledStatuses: RunStatus[] = ["cancelled", "completed", "paused"];
         const final = await worker.waitFor(run.id, settledStatuses, { timeoutMs: 10_000 });
+        endings.set(final.status, (endings.get(final.status) ?? 0) + 1);
         await waitUntil(() => !worker.isExecuting(run.id), { what: "the executor to stop" });
         expect((await worker.get(run.id)).status).toBe(final.status);
 
@@ -99,5 +101,8 @@ describe("racing control commands", () => {
       // Fixed by default; TETHER_FC_SEED and TETHER_FC_RUNS explore (and replay) other interleavings.
       { numRuns: Number(process.env.TETHER_FC_RUNS ?? 25), seed: Number(process.env.TETHER_FC_SEED ?? 20_240_601), endOnFailure: true },
     );
+    // The checks per ending above ran: the scenarios reached both a cancelled and a paused end.
+    expect(endings.get("cancelled") ?? 0, JSON.stringify([...endings])).toBeGreaterThan(0);
+    expect(endings.get("paused") ?? 0, JSON.stringify([...endings])).toBeGreaterThan(0);
   }, 120_000);
 });
