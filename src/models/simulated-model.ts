@@ -44,7 +44,7 @@ export function tokenize(text: string): string[] {
  * The default script: a plan, then one tool call per turn (the tools in the order listed,
  * `rounds` times), then a final answer. Arguments come from the conversation where they can: a
  * text field named like a query (`query`, `q`, `topic`, `question`, `prompt`, `task`, `search`)
- * gets the task (refined with sampled words when the tool was called before); a field whose name an earlier tool's result has (`url`, `id`, …) gets that value,
+ * gets the task (refined with sampled words when the tool was called before); a field whose name another tool's earlier result has (`url`, `id`, …) gets that value,
  * newest result first; anything else is sampled from the schema with the seed. Each turn's text
  * says what the previous tools returned.
  */
@@ -52,19 +52,18 @@ export function genericScript(rounds: number): SimulatedScript {
   return ({ request, turn, random, lastUserMessage, lastToolResults }) => {
     const tools = request.tools;
     const task = (lastUserMessage ?? "the task").slice(0, 200);
-    const results = toolResultsOf(request.messages);
     if (turn === 0) {
       const steps = tools.length ? tools.slice(0, 3).map((t, i) => `${i + 1}. Use ${t.name} to ${t.description.toLowerCase().replace(/\.$/, "")}.`) : ["1. Think it through."];
       return {
         text: `Plan for "${task.slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
-        toolCalls: tools.length ? [callFor(tools[0], random, task, results, 0)] : [],
+        toolCalls: tools.length ? [callFor(tools[0], random, task, toolResultsOf(request.messages, tools[0].name), 0)] : [],
       };
     }
     const heard = lastToolResults.map((r) => `${r.toolName} ${r.isError ? "failed" : "returned"} ${preview(r.content)}.`).join(" ");
     if (turn < rounds && tools.length) {
       const next = tools[turn % tools.length];
       const earlier = request.messages.filter((m) => m.role === "tool" && m.toolName === next.name).length;
-      return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, results, earlier)] };
+      return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, toolResultsOf(request.messages, next.name), earlier)] };
     }
     return { text: `Final answer: ${heard ? `${heard} ` : ""}${paragraph(random, 3)}` };
   };
@@ -72,12 +71,12 @@ export function genericScript(rounds: number): SimulatedScript {
 
 const queryField = /^(query|q|search|topic|question|prompt|task|text)$/i;
 
-/** Every field of every tool result so far, newest first. */
-function toolResultsOf(messages: readonly Message[]): Map<string, Json> {
+/** Every field of the results of the other tools so far, newest first (a tool's own output is not its next input). */
+function toolResultsOf(messages: readonly Message[], exceptTool: string): Map<string, Json> {
   const fields = new Map<string, Json>();
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
-    if (m.role !== "tool" || m.isError) continue;
+    if (m.role !== "tool" || m.isError || m.toolName === exceptTool) continue;
     collectFields(m.content, fields, 0);
   }
   return fields;
