@@ -97,7 +97,7 @@ function Shell(props: { client: ApiClient; identity: Identity; onToken: (token: 
   useEffect(loadRuns, [loadRuns]);
 
   const lastStatus = useRef(new Map<string, string>());
-  const stream = useEventStream((lastId) => client.eventsUrl(lastId ? `/events?after=${lastId}` : "/events"), {
+  const stream = useEventStream((lastId) => client.eventsRequest(lastId ? `/events?after=${lastId}` : "/events"), {
     run: (data) => {
       const run = data as RunView;
       const before = lastStatus.current.get(run.id);

@@ -5,6 +5,7 @@ import type { Role } from "./api-types.js";
 import { authenticate, requireRole, type AuthOptions, type TokenSource } from "./auth.js";
 import { dashboardHandler } from "./dashboard-static.js";
 import { errorBody, errorResponse, PayloadTooLargeError, RouteNotFoundError } from "./http-errors.js";
+import { dashboardCsp, requestGuard, securityHeaders } from "./request-guard.js";
 import { agentRoutes } from "./routes/agent-routes.js";
 import { controlRoutes } from "./routes/control-routes.js";
 import { eventRoutes } from "./routes/event-routes.js";
@@ -25,6 +26,11 @@ export interface AppOptions {
   dashboardDir?: string;
   /** Comment lines on idle event streams, so proxies keep them open. Default 15 s. */
   heartbeatMs?: number;
+  /**
+   * `host[:port]` values the `Host` header may carry (see request-guard.ts); `startServer` sets the
+   * addresses it is bound to. Undefined accepts any host (a test calling `app.fetch`).
+   */
+  allowedHosts?: readonly string[];
 }
 
 /** The HTTP API (docs/http-api.md) at `/api/v1`, and the dashboard at `/`. `app.fetch` is the handler. */
@@ -34,10 +40,10 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
     runtime: options.runtime,
     version: options.version,
     heartbeatMs: options.heartbeatMs ?? 15_000,
-    guard(role: Role | "none", guardOptions = {}) {
+    guard(role: Role | "none") {
       return async (c, next) => {
         if (role !== "none") {
-          const identity = await authenticate(c, options.auth, tokens, guardOptions.queryToken === true);
+          const identity = await authenticate(c, options.auth, tokens);
           requireRole(identity, role);
           c.set("identity", identity);
         }
@@ -59,6 +65,12 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   api.onError((error, c) => errorResponse(c, error));
 
   const app = new Hono<AppEnv>();
+  app.use("*", async (c, next) => {
+    await next();
+    for (const [name, value] of Object.entries(securityHeaders)) c.res.headers.set(name, value);
+    if (!c.req.path.startsWith("/api/")) c.res.headers.set("content-security-policy", dashboardCsp);
+  });
+  app.use("*", requestGuard({ allowedHosts: options.allowedHosts }));
   app.route("/api/v1", api);
   app.all("/api/*", (c) => errorResponse(c, new RouteNotFoundError(c.req.method, c.req.path)));
   app.get("*", dashboardHandler(options.dashboardDir));

@@ -17,49 +17,33 @@ export interface Identity {
 }
 
 /**
- * - `tokens`: bearer tokens from the store. With `openWhenEmpty` (a loopback server) and no
- *   active token stored, every request is let in as an anonymous admin.
+ * - `tokens`: bearer tokens from the store; a request without a valid one is refused. A store
+ *   with no token lets nobody in: no state of the database can open the server.
+ * - `open`: no token needed; every request acts as an anonymous admin. Only ever chosen
+ *   explicitly (`tether serve --open`), and only on a loopback address.
  * - `off`: no checks; every request acts as `actor` with the admin role (in-process use, such
  *   as the CLI working straight against a store file it can already write).
  */
-export type AuthOptions = { mode: "tokens"; openWhenEmpty?: boolean } | { mode: "off"; actor?: string };
+export type AuthOptions = { mode: "tokens" } | { mode: "open" } | { mode: "off"; actor?: string };
 
 export type TokenSource = Pick<Store, "findTokenByHash" | "listTokens">;
 
-function presentedToken(c: Context, allowQueryToken: boolean): string | undefined {
+function presentedToken(c: Context): string | undefined {
   const header = c.req.header("authorization");
-  if (header !== undefined) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) throw new UnauthorizedError('the Authorization header must be "Bearer <token>"');
-    return match[1];
-  }
-  if (allowQueryToken) {
-    const token = c.req.query("token");
-    if (token) return token;
-  }
-  return undefined;
+  if (header === undefined) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match) throw new UnauthorizedError('the Authorization header must be "Bearer <token>"');
+  return match[1];
 }
 
-export async function authenticate(c: Context, auth: AuthOptions, tokens: TokenSource, allowQueryToken: boolean): Promise<Identity> {
+export async function authenticate(c: Context, auth: AuthOptions, tokens: TokenSource): Promise<Identity> {
   if (auth.mode === "off") return { actor: auth.actor ?? "anonymous", role: "admin" };
-  const token = presentedToken(c, allowQueryToken);
-  if (token === undefined) {
-    if (auth.openWhenEmpty && !(await hasActiveToken(tokens))) return { actor: "anonymous", role: "admin" };
-    throw new UnauthorizedError(
-      allowQueryToken ? "a token is required: send Authorization: Bearer <token> or ?token=<token>" : "a token is required: send Authorization: Bearer <token>",
-    );
-  }
+  if (auth.mode === "open") return { actor: "anonymous", role: "admin" };
+  const token = presentedToken(c);
+  if (token === undefined) throw new UnauthorizedError("a token is required: send Authorization: Bearer <token>");
   const record = await tokens.findTokenByHash(hashToken(token));
-  if (!record || record.revokedAt !== null) {
-    // A loopback server with no tokens ignores a leftover token (a dashboard that remembers one).
-    if (auth.openWhenEmpty && !(await hasActiveToken(tokens))) return { actor: "anonymous", role: "admin" };
-    throw new UnauthorizedError("the token is not valid (unknown or revoked)");
-  }
+  if (!record || record.revokedAt !== null) throw new UnauthorizedError("the token is not valid (unknown or revoked)");
   return { actor: record.name, role: record.role };
-}
-
-async function hasActiveToken(tokens: TokenSource): Promise<boolean> {
-  return (await tokens.listTokens()).some((t) => t.revokedAt === null);
 }
 
 export function requireRole(identity: Identity, required: Role): void {

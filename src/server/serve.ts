@@ -6,6 +6,7 @@ import type { Runtime } from "../engine/runtime.js";
 import { createApp } from "./app.js";
 import type { AuthOptions } from "./auth.js";
 import { defaultDashboardDir } from "./dashboard-static.js";
+import { loopbackHosts } from "./request-guard.js";
 import { packageVersion } from "./package-info.js";
 
 export interface ServerOptions {
@@ -13,8 +14,13 @@ export interface ServerOptions {
   host?: string;
   /** 0 picks a free port. */
   port?: number;
-  /** Default: bearer tokens from the store, open while none exists only on a loopback host. */
+  /**
+   * Default: bearer tokens from the store, and the server refuses to start while none exists
+   * (`auth_not_configured`). `{ mode: "open" }` serves without tokens, on a loopback host only.
+   */
   auth?: AuthOptions;
+  /** Names the server is reached by besides the address it is bound to (its public host), as `host[:port]`. */
+  allowedHosts?: readonly string[];
   version?: string;
   /** Default: this package's `dist/dashboard`, when built. */
   dashboardDir?: string;
@@ -39,6 +45,20 @@ export class InsecureBindError extends TetherError {
   }
 }
 
+export class AuthNotConfiguredError extends TetherError {
+  constructor() {
+    super(
+      "auth_not_configured",
+      "refusing to serve with no API token: create one with `tether token create --role admin --name <you>`, or pass --open to serve without tokens on this machine's loopback address",
+    );
+    this.name = "AuthNotConfiguredError";
+  }
+}
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "[::]";
+}
+
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
   return h === "localhost" || h === "::1" || /^127(?:\.\d{1,3}){3}$/.test(h) || h === "::ffff:127.0.0.1";
@@ -48,17 +68,21 @@ export function isLoopbackHost(host: string): boolean {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const host = options.host ?? "127.0.0.1";
   const loopback = isLoopbackHost(host);
-  const auth: AuthOptions = options.auth ?? { mode: "tokens", openWhenEmpty: loopback };
-  if (!loopback) {
+  const auth: AuthOptions = options.auth ?? { mode: "tokens" };
+  if (auth.mode !== "tokens" && !loopback) throw new InsecureBindError(host);
+  if (auth.mode === "tokens") {
     const active = (await options.runtime.store.listTokens()).filter((t) => t.revokedAt === null);
-    if (auth.mode === "off" || active.length === 0) throw new InsecureBindError(host);
+    if (active.length === 0) throw loopback ? new AuthNotConfiguredError() : new InsecureBindError(host);
   }
+  // The Host header must name this server; it is known once the port is.
+  const allowedHosts: string[] = [];
   const app = createApp({
     runtime: options.runtime,
     auth,
     version: options.version ?? packageVersion(),
     dashboardDir: options.dashboardDir ?? defaultDashboardDir(),
     heartbeatMs: options.heartbeatMs,
+    allowedHosts: isWildcard(host) && !options.allowedHosts?.length ? undefined : allowedHosts,
   });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host }) as Server;
   await new Promise<void>((resolve, reject) => {
@@ -77,6 +101,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const address = server.address() as AddressInfo;
   const urlHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  allowedHosts.push(`${urlHost}:${address.port}`, ...(options.allowedHosts ?? []));
+  if (loopback) allowedHosts.push(...loopbackHosts(address.port));
+  if (address.port === 80) allowedHosts.push(urlHost, ...(loopback ? ["localhost", "127.0.0.1", "[::1]"] : []));
   return {
     url: `http://${urlHost}:${address.port}`,
     host,

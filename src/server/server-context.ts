@@ -12,6 +12,6 @@ export interface ServerContext {
   runtime: Runtime;
   version: string;
   heartbeatMs: number;
-  /** Middleware: authenticate, then require `role`. SSE routes also accept `?token=`. */
-  guard(role: Role | "none", options?: { queryToken?: boolean }): MiddlewareHandler<AppEnv>;
+  /** Middleware: authenticate (a bearer token in the Authorization header, never in the URL), then require `role`. */
+  guard(role: Role | "none"): MiddlewareHandler<AppEnv>;
 }

@@ -47,7 +47,7 @@ describe.skipIf(!hasChromium)("dashboard: runs waiting for someone (browser)", (
     await buildDashboard(join(dir, "dashboard"));
     store = new SqliteStore({ path: join(dir, "tether.db") });
     control = new Runtime({ store, agents: fixtureAgents(), resolveModel: new ModelRegistry().resolver, worker: false });
-    server = await startServer({ runtime: control, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000 });
+    server = await startServer({ runtime: control, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
     client = new TetherClient({ baseUrl: server.url });
     browser = await launchChromium();
   }, 90_000);

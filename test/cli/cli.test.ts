@@ -73,7 +73,7 @@ export default fixtureAgents({
 /** `tether serve --port 0` in `cwd`; resolves with its URL once it listens. */
 function serve(cwd: string, env: Record<string, string>, extra: string[] = []): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, "serve", "--port", "0", ...extra], { cwd, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, "serve", "--port", "0", "--open", ...extra], { cwd, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     const timer = setTimeout(() => reject(new Error(`tether serve did not start:\n${output}`)), 20_000);
     const onData = (d: Buffer) => {
@@ -328,6 +328,31 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain("refusing to listen on 0.0.0.0 with no API token");
       expect(refused.stderr).toContain("tether token create");
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
+  it("serve never opens itself: no token means refusal unless --open; tokens lost from the database mean refusal even with --open", async () => {
+    const other = mkdtempSync(join(tmpdir(), "tether-cli-auth-"));
+    try {
+      writeFileSync(join(other, "tether.config.ts"), configSource());
+      const refused = await tether(["serve", "--port", "0"], { cwd: other });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("refusing to serve with no API token");
+      expect(refused.stderr).toContain("--open");
+      // A token, then the database loses it (as a lost -wal file would): the next serve refuses.
+      const created = await tether(["token", "create", "--role", "admin", "--name", "ada"], { cwd: other });
+      expect(created.code, created.stderr).toBe(0);
+      expect(JSON.parse(readFileSync(join(other, ".tether", "tether.db.auth.json"), "utf8")).tokenIds).toHaveLength(1);
+      const db = new (createRequire(import.meta.url)("better-sqlite3"))(join(other, ".tether", "tether.db"));
+      db.prepare("DELETE FROM tokens").run();
+      db.close();
+      for (const extra of [[], ["--open"]]) {
+        const lost = await tether(["serve", "--port", "0", ...extra], { cwd: other });
+        expect(lost.code, extra.join(" ")).toBe(1);
+        expect(lost.stderr).toMatch(/no longer holds 1 API token\(s\) it had .*Refusing to serve/);
+      }
     } finally {
       rmSync(other, { recursive: true, force: true });
     }

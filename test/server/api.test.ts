@@ -637,14 +637,12 @@ describe("HTTP API: role matrix", () => {
     expect(table).toHaveLength(routes.length);
   });
 
-  it("?token= is accepted on event streams only", async () => {
-    const stream = await env.app.fetch(env.request("GET", `/events?token=${env.tokens.viewer}`));
-    expect(stream.status).toBe(200);
-    await stream.body!.cancel();
-    const runStream = await env.call("GET", `/runs/${missing}/events?token=${env.tokens.viewer}`);
-    expect(runStream.status).toBe(404);
-    const list = await env.call("GET", `/runs?token=${env.tokens.viewer}`);
-    expect(list.status).toBe(401);
+  it("a token in the URL is never accepted, not even on event streams (it would end up in logs and history)", async () => {
+    for (const path of [`/events?token=${env.tokens.viewer}`, `/runs/${missing}/events?token=${env.tokens.viewer}`, `/runs?token=${env.tokens.viewer}`]) {
+      const response = await env.call("GET", path);
+      expect(response.status, path).toBe(401);
+      expect(response.body.error.code).toBe("unauthorized");
+    }
   });
 
   it("a revoked token is refused", async () => {
@@ -660,8 +658,8 @@ describe("HTTP API: role matrix", () => {
 });
 
 describe("HTTP API: open mode, static dashboard", () => {
-  it("with no token stored and openWhenEmpty, requests act as anonymous; a stored token closes it", async () => {
-    const env = await makeEnv({ auth: { mode: "tokens", openWhenEmpty: true }, withTokens: false });
+  it("open mode, chosen explicitly: requests act as anonymous admin, whatever the store holds", async () => {
+    const env = await makeEnv({ auth: { mode: "open" }, withTokens: false });
     try {
       const started = await env.call("POST", "/runs", { body: { agent: "writer", input: "x" } });
       expect(started.status).toBe(201);
@@ -670,18 +668,17 @@ describe("HTTP API: open mode, static dashboard", () => {
       await env.runtime.waitFor(id, ["completed"]);
       expect((await env.call("POST", "/halt", { body: { reason: "open" } })).status).toBe(200);
       expect((await env.call("DELETE", "/halt")).status).toBe(200);
-      const created = await createApiToken(env.store, { name: "first", role: "viewer" });
-      expect((await env.call("GET", "/runs")).status).toBe(401);
-      expect((await env.call("GET", "/runs", { token: created.token })).status).toBe(200);
     } finally {
       await env.close();
     }
   });
 
-  it("without openWhenEmpty, no token stored means nobody gets in", async () => {
+  it("token mode with no token stored lets nobody in: the state of the database never opens the server", async () => {
     const env = await makeEnv({ auth: { mode: "tokens" }, withTokens: false });
     try {
       expect((await env.call("GET", "/runs")).status).toBe(401);
+      expect((await env.call("POST", "/runs", { body: { agent: "writer", input: "x" } })).status).toBe(401);
+      expect(await env.runtime.list()).toEqual([]);
     } finally {
       await env.close();
     }
@@ -716,6 +713,27 @@ describe("HTTP API: open mode, static dashboard", () => {
 });
 
 describe("startServer", () => {
+  it("refuses to serve with no token unless open mode is asked for, and open mode only on loopback", async () => {
+    const { startServer, InsecureBindError, AuthNotConfiguredError } = await import("../../src/server/serve.js");
+    const store = new SqliteStore({ path: ":memory:" });
+    const runtime = new Runtime({ store, agents: fixtureAgents(), resolveModel: new ModelRegistry().resolver, worker: false });
+    try {
+      const refused = startServer({ runtime, host: "127.0.0.1", port: 0 });
+      await expect(refused).rejects.toBeInstanceOf(AuthNotConfiguredError);
+      await expect(startServer({ runtime, host: "127.0.0.1", port: 0 })).rejects.toMatchObject({ code: "auth_not_configured", message: expect.stringMatching(/token create .*--open/) });
+      await expect(startServer({ runtime, host: "0.0.0.0", port: 0, auth: { mode: "open" } })).rejects.toBeInstanceOf(InsecureBindError);
+      const open = await startServer({ runtime, host: "127.0.0.1", port: 0, auth: { mode: "open" } });
+      try {
+        expect((await fetch(`${open.url}/api/v1/runs`)).status).toBe(200);
+      } finally {
+        await open.close();
+      }
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+
   it("refuses a non-loopback host with no token, and serves one with a token", async () => {
     const { startServer, InsecureBindError } = await import("../../src/server/serve.js");
     const store = new SqliteStore({ path: ":memory:" });

@@ -23,9 +23,11 @@ class Relay {
   private server: Server | undefined;
   port = 0;
 
-  async start(target: number): Promise<void> {
+  target = 0;
+
+  async listen(): Promise<void> {
     this.server = createServer((inbound) => {
-      const outbound = createConnection({ host: "127.0.0.1", port: target });
+      const outbound = createConnection({ host: "127.0.0.1", port: this.target });
       const index = this.heads.push("") - 1;
       inbound.on("data", (chunk: Buffer) => {
         if (!this.heads[index].includes("\r\n\r\n")) this.heads[index] += chunk.toString("latin1");
@@ -66,9 +68,11 @@ describe("TetherClient.events over a connection that drops", () => {
     runtime = new Runtime({ store, agents: fixtureAgents({ tokensPerSecond: 100, rounds: 6 }, { executed: [], compensated: [] }), resolveModel: new ModelRegistry().resolver });
     runtime.startWorker();
     const admin = await createApiToken(store, { name: "alice", role: "admin" });
-    server = await startServer({ runtime, host: "127.0.0.1", port: 0, version: "reconnect-test", heartbeatMs: 500 });
     relay = new Relay();
-    await relay.start(Number(new URL(server.url).port));
+    await relay.listen();
+    // The client names the relay's address in Host; the server is told it is reached by that name too.
+    server = await startServer({ runtime, host: "127.0.0.1", port: 0, version: "reconnect-test", heartbeatMs: 500, allowedHosts: [`127.0.0.1:${relay.port}`] });
+    relay.target = server.port;
     client = new TetherClient({ baseUrl: `http://127.0.0.1:${relay.port}`, token: admin.token });
   });
 

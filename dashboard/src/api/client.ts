@@ -1,4 +1,5 @@
 import { ApiError } from "./api-error.js";
+import type { StreamRequest } from "./use-event-stream.js";
 import type {
   AgentInfo,
   Budgets,
@@ -46,9 +47,9 @@ export class ApiClient {
     return parsed as T;
   }
 
-  /** An EventSource URL: EventSource cannot send headers, so the token travels as `?token=`. */
-  eventsUrl(path: string): string {
-    return this.token ? `${apiBase}${path}${path.includes("?") ? "&" : "?"}token=${encodeURIComponent(this.token)}` : apiBase + path;
+  /** An event stream's request: the token goes in the Authorization header, never in the URL. */
+  eventsRequest(path: string): StreamRequest {
+    return { url: apiBase + path, headers: this.token ? { authorization: `Bearer ${this.token}` } : {} };
   }
 
   whoami(): Promise<WhoamiResponse> {

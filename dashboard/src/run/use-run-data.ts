@@ -113,7 +113,7 @@ export function useRunData(id: string): RunData {
   }, [flush]);
 
   const stream = useEventStream(
-    (lastId) => client.eventsUrl(`/runs/${encodeURIComponent(id)}/events${lastId ? `?after=${encodeURIComponent(lastId)}` : ""}`),
+    (lastId) => client.eventsRequest(`/runs/${encodeURIComponent(id)}/events${lastId ? `?after=${encodeURIComponent(lastId)}` : ""}`),
     {
       journal: (data) => {
         const entry = data as JournalEntry;

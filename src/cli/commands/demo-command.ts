@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { TetherClient } from "../../client/tether-client.js";
 import { createApiToken } from "../../server/tokens.js";
 import { attach, followLogs } from "../attach.js";
+import { recordAuthState } from "../auth-state.js";
 import { info, integer, out, positiveNumber, stopSignal, type CliIo } from "../cli-context.js";
 
 const sampleQuestion = "What are the trade-offs between pausing and cancelling a long-running AI agent, and how should side effects be undone?";
@@ -30,6 +31,7 @@ export function demoCommand(program: Command, io: CliIo): void {
       let server: Awaited<ReturnType<typeof startServer>> | undefined;
       try {
         const { token } = await createApiToken(store, { name: `demo-${new Date().toISOString().slice(0, 19)}`, role: "admin" });
+        await recordAuthState(resolve(dir, "tether.db"), store);
         server = await startServer({ runtime, host: flags.host, port: flags.port });
         const client = new TetherClient({ baseUrl: server.url, token });
         const agent = loaded.agents.find((a) => a.name === "deep-research") ?? loaded.agents[0];

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { resolve } from "node:path";
 import { globalsOf, info, integer, out, stopSignal, type CliIo } from "../cli-context.js";
+import { checkAuthState } from "../auth-state.js";
 import { defaultDbPath } from "../connection.js";
 import { describeWebhooks, publicUrlOption, startWebhooks, webhookOption, webhookSettings, type WebhookFlags } from "../webhook-options.js";
 
@@ -11,9 +12,11 @@ export function serverCommands(program: Command, io: CliIo): void {
     .description(`serve the HTTP API and the dashboard, and execute runs (store: --db, default ${defaultDbPath}; agents: tether.config.ts, --agents, or the bundled examples)`)
     .option("--host <host>", "address to bind; beyond loopback an API token must exist", "127.0.0.1")
     .option("--port <port>", "port (0 for any free port)", integer("--port"), 4317)
+    .option("--open", "serve without API tokens: anyone on this machine may control runs (loopback only)")
+    .option("--allowed-host <host...>", "other names this server is reached by (host[:port]); requests naming any other host are refused")
     .addOption(webhookOption())
     .addOption(publicUrlOption())
-    .action(async function serve(this: Command, flags: { host: string; port: number } & WebhookFlags) {
+    .action(async function serve(this: Command, flags: { host: string; port: number; open?: boolean; allowedHost?: string[] } & WebhookFlags) {
       const globals = globalsOf(this);
       const webhooks = webhookSettings(flags);
       const dbPath = resolve(globals.db ?? defaultDbPath);
@@ -26,7 +29,9 @@ export function serverCommands(program: Command, io: CliIo): void {
       let server;
       let notifier;
       try {
-        server = await startServer({ runtime, host: flags.host, port: flags.port });
+        await checkAuthState(dbPath, store);
+        const publicHost = flags.publicUrl ? [new URL(flags.publicUrl).host] : [];
+        server = await startServer({ runtime, host: flags.host, port: flags.port, auth: flags.open ? { mode: "open" } : { mode: "tokens" }, allowedHosts: [...publicHost, ...(flags.allowedHost ?? [])] });
         notifier = webhooks && startWebhooks(runtime, webhooks, server.url);
       } catch (error) {
         await server?.close();
@@ -39,7 +44,7 @@ export function serverCommands(program: Command, io: CliIo): void {
       info(io, `store: ${dbPath}`);
       info(io, `agents: ${describeAgents(loaded)}`);
       info(io, `dashboard: ${defaultDashboardDir() ? server.url : "not built (npm run build); the API is at /api/v1"}`);
-      info(io, tokens ? `auth: ${tokens} API token${tokens === 1 ? "" : "s"}` : "auth: none configured, open on loopback only (tether token create --role admin --name <you>)");
+      info(io, flags.open ? "auth: OPEN (--open): no token needed; anyone on this machine can start, pause, cancel and halt runs" : `auth: ${tokens} API token${tokens === 1 ? "" : "s"}`);
       if (webhooks) info(io, describeWebhooks(webhooks));
       const signal = await stopSignal();
       info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);

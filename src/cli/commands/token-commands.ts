@@ -2,6 +2,7 @@ import { Option, type Command } from "commander";
 import { resolve } from "node:path";
 import { roles, type Role } from "../../server/api-types.js";
 import { createApiToken } from "../../server/tokens.js";
+import { recordAuthState } from "../auth-state.js";
 import { SqliteStore } from "../../stores/sqlite-store.js";
 import { globalsOf, info, out, type CliIo } from "../cli-context.js";
 import { defaultDbPath } from "../connection.js";
@@ -23,6 +24,7 @@ export function tokenCommands(program: Command, io: CliIo): void {
       const store = new SqliteStore({ path });
       try {
         const created = await createApiToken(store, { name: flags.name, role: flags.role });
+        await recordAuthState(path, store);
         if (globals.json) return out(io, JSON.stringify({ token: created.token, id: created.record.id, name: created.record.name, role: created.record.role }));
         out(io, created.token);
         info(io, `created ${flags.role} token "${flags.name}" (${created.record.id}) in ${path}`);
@@ -42,7 +44,7 @@ export function tokenCommands(program: Command, io: CliIo): void {
       try {
         const tokens = (await store.listTokens()).map(({ hash: _hash, ...rest }) => rest);
         if (globals.json) return out(io, JSON.stringify(tokens));
-        if (tokens.length === 0) return out(io, "no tokens: the server is open on loopback only (create one with tether token create --role admin --name <you>)");
+        if (tokens.length === 0) return out(io, "no tokens: tether serve refuses to start until one exists (tether token create --role admin --name <you>), unless run with --open");
         out(io, table(["ID", "NAME", "ROLE", "CREATED", "REVOKED"], tokens.map((t) => [t.id, t.name, t.role, formatAge(t.createdAt, Date.now()), t.revokedAt ? formatAge(t.revokedAt, Date.now()) : ""])));
       } finally {
         await store.close();

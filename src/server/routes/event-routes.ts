@@ -94,7 +94,7 @@ class RunChangeFeed {
 export function eventRoutes(api: Api, ctx: ServerContext): void {
   const { runtime } = ctx;
 
-  api.get("/runs/:id/events", ctx.guard("viewer", { queryToken: true }), async function runEvents(c) {
+  api.get("/runs/:id/events", ctx.guard("viewer"), async function runEvents(c) {
     const runId = c.req.param("id");
     const after = eventCursor(c);
     await runtime.get(runId);
@@ -116,7 +116,7 @@ export function eventRoutes(api: Api, ctx: ServerContext): void {
     });
   });
 
-  api.get("/events", ctx.guard("viewer", { queryToken: true }), async function runChanges(c) {
+  api.get("/events", ctx.guard("viewer"), async function runChanges(c) {
     const header = c.req.header("last-event-id");
     const since =
       header !== undefined && header.trim() !== ""

@@ -1,0 +1,57 @@
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { TetherError } from "../engine/errors.js";
+import type { Store } from "../engine/store.js";
+
+/**
+ * A record, beside the database, of the API tokens it holds (their ids, never their secrets).
+ * Tokens live in the database with the runs; if the database loses them (a lost `-wal` file, a
+ * backup that copied only the `.db`), the next `tether serve` finds this record, sees its tokens
+ * gone, and refuses to start instead of serving with different credentials than before.
+ */
+export function authStatePath(dbPath: string): string {
+  return `${dbPath}.auth.json`;
+}
+
+interface AuthState {
+  tokenIds: string[];
+  updatedAt: string;
+}
+
+export class TokensMissingError extends TetherError {
+  constructor(dbPath: string, missing: string[]) {
+    super(
+      "tokens_missing",
+      `the database ${dbPath} no longer holds ${missing.length} API token(s) it had (${missing.join(", ")}): it may have lost recent writes (a missing -wal file, a partial backup). Refusing to serve. Restore the database, or, to start over with new tokens, delete ${authStatePath(dbPath)} and create them again`,
+      { missing },
+    );
+    this.name = "TokensMissingError";
+  }
+}
+
+function readState(dbPath: string): AuthState | undefined {
+  const path = authStatePath(dbPath);
+  if (!existsSync(path)) return undefined;
+  try {
+    const parsed = JSON.parse(readFileSync(path, "utf8")) as Partial<AuthState>;
+    return Array.isArray(parsed.tokenIds) ? { tokenIds: parsed.tokenIds.map(String), updatedAt: String(parsed.updatedAt ?? "") } : undefined;
+  } catch {
+    throw new TetherError("invalid_input", `${path} is not readable JSON; restore it or delete it to start over`);
+  }
+}
+
+/** Writes the ids of every token the store holds (active or revoked), atomically. */
+export async function recordAuthState(dbPath: string, store: Pick<Store, "listTokens">): Promise<void> {
+  const tokenIds = (await store.listTokens()).map((t) => t.id).sort();
+  const path = authStatePath(dbPath);
+  writeFileSync(`${path}.tmp`, JSON.stringify({ tokenIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
+  renameSync(`${path}.tmp`, path);
+}
+
+/** Refuses (`tokens_missing`) when tokens the record lists are gone from the store; else brings the record up to date. */
+export async function checkAuthState(dbPath: string, store: Pick<Store, "listTokens">): Promise<void> {
+  const state = readState(dbPath);
+  const held = new Set((await store.listTokens()).map((t) => t.id));
+  const missing = (state?.tokenIds ?? []).filter((id) => !held.has(id));
+  if (missing.length) throw new TokensMissingError(dbPath, missing);
+  if (held.size || state) await recordAuthState(dbPath, store);
+}
