@@ -1,12 +1,14 @@
-import { createAdaptorServer } from "@hono/node-server";
-import type { Server } from "node:http";
+import { getRequestListener } from "@hono/node-server";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { TetherError } from "../engine/errors.js";
 import type { Runtime } from "../engine/runtime.js";
 import { createApp } from "./app.js";
 import type { AuthOptions } from "./auth.js";
 import { defaultDashboardDir } from "./dashboard-static.js";
-import { loopbackHosts } from "./request-guard.js";
+import { errorBody } from "./http-errors.js";
+import { loopbackHosts, securityHeaders } from "./request-guard.js";
+import { requestTargetProblem } from "./request-target.js";
 import { packageVersion } from "./package-info.js";
 
 export interface ServerOptions {
@@ -84,7 +86,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     heartbeatMs: options.heartbeatMs,
     allowedHosts: isWildcard(host) && !options.allowedHosts?.length ? undefined : allowedHosts,
   });
-  const server = createAdaptorServer({ fetch: app.fetch, hostname: host }) as Server;
+  const listener = getRequestListener(app.fetch, { hostname: host, errorHandler: (error) => jsonAnswer(400, "invalid_input", `the request could not be read: ${error instanceof Error ? error.message : String(error)}`) });
+  const server = createServer((req, res) => {
+    const problem = requestTargetProblem(req.url ?? "/");
+    if (problem) return void writeJson(res, 400, problem.code, problem.message);
+    void listener(req, res);
+  });
+  // Requests Node's parser refuses (a raw NUL, a malformed header) still get the JSON error shape.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    const body = JSON.stringify(errorBody("invalid_input", `the request is not valid HTTP (${error.code ?? error.message})`));
+    socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n${body}`);
+  });
   await new Promise<void>((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => {
       server.off("listening", onListening);
@@ -115,4 +128,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         server.closeAllConnections();
       }),
   };
+}
+
+function jsonAnswer(status: number, code: string, message: string): Response {
+  return new Response(JSON.stringify(errorBody(code, message)), { status, headers: { "content-type": "application/json", ...securityHeaders } });
+}
+
+function writeJson(res: ServerResponse, status: number, code: string, message: string): void {
+  res.writeHead(status, { "content-type": "application/json", ...securityHeaders });
+  res.end(JSON.stringify(errorBody(code, message)));
 }

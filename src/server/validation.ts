@@ -17,10 +17,33 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
     .join("; ");
 }
 
+/** How deep a request body's JSON may nest: deeper is refused before it is parsed or walked. */
+export const maxJsonDepth = 64;
+
+/** The deepest nesting of arrays and objects in a JSON text (strings skipped); stops counting past `limit`. */
+export function jsonDepth(text: string, limit: number): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 92) i++;
+      else if (ch === 34) inString = false;
+    } else if (ch === 34) inString = true;
+    else if (ch === 91 || ch === 123) {
+      depth++;
+      if (depth > deepest && (deepest = depth) > limit) return deepest;
+    } else if (ch === 93 || ch === 125) depth--;
+  }
+  return deepest;
+}
+
 /** The request body as JSON checked by `schema`; an empty body counts as `{}`. */
 export async function readBody<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
   const text = await c.req.text();
   let value: unknown = {};
+  if (jsonDepth(text, maxJsonDepth) > maxJsonDepth) throw new InvalidInputError(`the request body nests JSON more than ${maxJsonDepth} levels deep`);
   if (text.trim() !== "") {
     try {
       value = JSON.parse(text);
@@ -99,12 +122,25 @@ export function parseStatuses(value: string | undefined): RunStatus[] | undefine
 }
 
 /** A non-negative integer query parameter within bounds, or the default. */
+/** `name` says where the value came from, as a person would: "the query parameter ?after", "the Last-Event-ID header". */
 export function parseIntegerParam(name: string, value: string | undefined, options: { min: number; max: number; fallback?: number }): number | undefined {
   if (value === undefined || value === "") return options.fallback;
-  if (!/^\d+$/.test(value)) throw new InvalidInputError(`?${name} must be an integer from ${options.min} to ${options.max}`);
+  const where = name.includes(" ") ? name : `the query parameter ?${name}`;
+  const problem = `${where} must be an integer from ${options.min} to ${options.max}, got "${value.slice(0, 40)}"`;
+  if (!/^\d+$/.test(value)) throw new InvalidInputError(problem);
   const number = Number(value);
-  if (number < options.min || number > options.max) throw new InvalidInputError(`?${name} must be an integer from ${options.min} to ${options.max}`);
+  if (number < options.min || number > options.max) throw new InvalidInputError(problem);
   return number;
+}
+
+/**
+ * The `Last-Event-ID` header: absent means "from the start" (or `?after`); present but empty is
+ * refused, since a client that sends it meant to resume and would silently get everything again.
+ */
+export function lastEventIdHeader(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (header.trim() === "") throw new InvalidInputError("the Last-Event-ID header is empty: send the id of the last event you received, or leave the header out to start from the beginning");
+  return header.trim();
 }
 
 /** An event id: `<seq>` or `<seq>.<sub>` (a live part after journal entry `seq`). */

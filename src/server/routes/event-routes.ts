@@ -6,7 +6,7 @@ import type { RunRecord } from "../../engine/store.js";
 import type { DeltaData } from "../api-types.js";
 import { runView } from "../run-view.js";
 import type { Api, AppEnv, ServerContext } from "../server-context.js";
-import { parseEventId, parseIntegerParam } from "../validation.js";
+import { lastEventIdHeader, parseEventId, parseIntegerParam } from "../validation.js";
 
 /** Writes in order from synchronous listeners, and keeps the connection alive with comments. */
 class OrderedSse {
@@ -32,10 +32,10 @@ class OrderedSse {
 }
 
 function eventCursor(c: Context<AppEnv>): { seq: number; sub: number } {
-  const header = c.req.header("last-event-id");
-  if (header !== undefined && header.trim() !== "") return parseEventId(header, "Last-Event-ID");
+  const header = lastEventIdHeader(c.req.header("last-event-id"));
+  if (header !== undefined) return parseEventId(header, "the Last-Event-ID header");
   const after = c.req.query("after");
-  if (after !== undefined && after !== "") return parseEventId(after, "?after");
+  if (after !== undefined && after !== "") return parseEventId(after, "the query parameter ?after");
   return { seq: 0, sub: 0 };
 }
 
@@ -117,10 +117,10 @@ export function eventRoutes(api: Api, ctx: ServerContext): void {
   });
 
   api.get("/events", ctx.guard("viewer"), async function runChanges(c) {
-    const header = c.req.header("last-event-id");
+    const header = lastEventIdHeader(c.req.header("last-event-id"));
     const since =
-      header !== undefined && header.trim() !== ""
-        ? parseIntegerParam("Last-Event-ID", header.trim(), { min: 0, max: Number.MAX_SAFE_INTEGER })
+      header !== undefined
+        ? parseIntegerParam("the Last-Event-ID header", header, { min: 0, max: Number.MAX_SAFE_INTEGER })
         : parseIntegerParam("after", c.req.query("after"), { min: 0, max: Number.MAX_SAFE_INTEGER });
     return streamSSE(c, async (stream) => {
       const sse = new OrderedSse(stream);
