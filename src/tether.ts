@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { AgentDefinition } from "./engine/agent.js";
 import { Runtime, type RuntimeOptions } from "./engine/runtime.js";
+import { SecretRedactor } from "./engine/secrets.js";
 import type { Store } from "./engine/store.js";
 import type { ModelRegistry } from "./models/model-registry.js";
 import { createModelRegistry } from "./models/providers.js";
@@ -14,6 +15,12 @@ export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "a
   dir?: string;
   /** Model strings → models. Default `createModelRegistry()`: simulated, openai, anthropic, openai-compatible. */
   models?: ModelRegistry;
+  /**
+   * Secret values never to store or send (journal, errors, events, API answers), on top of the
+   * environment's: every variable named like `*_API_KEY`, `*_KEY`, `*_TOKEN`, `*_SECRET`,
+   * `*_PASSWORD`. `false` turns redaction off.
+   */
+  secrets?: readonly string[] | false;
 }
 
 export function defaultDatabasePath(dir = ".tether"): string {
@@ -24,5 +31,6 @@ export function defaultDatabasePath(dir = ".tether"): string {
 export function createTether(options: TetherOptions): Runtime {
   const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
   const models = options.models ?? createModelRegistry();
-  return new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver });
+  const redactor = options.secrets === false ? undefined : SecretRedactor.fromEnvironment(process.env, options.secrets ?? []);
+  return new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver, redactor });
 }

@@ -2,6 +2,7 @@ import { userInfo } from "node:os";
 import { TetherClient } from "../client/tether-client.js";
 import type { AgentDefinition } from "../engine/agent.js";
 import { Runtime } from "../engine/runtime.js";
+import { SecretRedactor } from "../engine/secrets.js";
 import { createModelRegistry } from "../models/providers.js";
 import { createApp } from "../server/app.js";
 import { packageVersion } from "../server/package-info.js";
@@ -30,7 +31,7 @@ export function describeAgents(loaded: LoadedAgents): string {
 /** A runtime on the store file that executes runs (a worker). */
 export function executingRuntime(dbPath: string, loaded: LoadedAgents): { runtime: Runtime; store: SqliteStore } {
   const store = new SqliteStore({ path: dbPath });
-  const runtime = new Runtime({ store, agents: loaded.agents, resolveModel: (loaded.models ?? createModelRegistry()).resolver });
+  const runtime = new Runtime({ store, agents: loaded.agents, resolveModel: (loaded.models ?? createModelRegistry()).resolver, redactor: SecretRedactor.fromEnvironment() });
   runtime.startWorker();
   return { runtime, store };
 }
@@ -53,7 +54,7 @@ export async function directConnection(path: string, options: GlobalOptions, nee
     await store.close();
     throw error;
   }
-  const runtime = new Runtime({ store, agents, resolveModel: models.resolver, worker: false });
+  const runtime = new Runtime({ store, agents, resolveModel: models.resolver, worker: false, redactor: SecretRedactor.fromEnvironment() });
   const app = createApp({ runtime, auth: { mode: "off", actor: localActor() }, version: packageVersion() });
   // Following a run here polls the store on timers that do not hold the process open.
   const keepAlive = setInterval(() => undefined, 60_000);

@@ -30,4 +30,6 @@ export interface EngineContext {
   leaseMs: number;
   controlPollMs: number;
   compensation: CompensationPolicy;
+  /** Replaces known secret values in text from the outside world (a tool's error) before it enters a run. */
+  redact(text: string): string;
 }

@@ -417,6 +417,8 @@ export class RunExecutor {
       // An abortable tool honours the signal a halt or a lost lease fires, so its end is awaited and
       // journaled; only a tool that ignores its signal is left behind.
       outcome = await (tool.abortable ? execution : this.untilStopped(execution));
+      // A tool's error text becomes a message the model reads and the run keeps: no secrets in it.
+      if (!outcome.ok) outcome = { ...outcome, message: this.ctx.redact(outcome.message) };
     } catch (error) {
       if (error instanceof ToolAbortedError) {
         await this.write({

@@ -1,5 +1,6 @@
 import type { AgentDefinition } from "./agent.js";
 import { describeShape } from "./input-shape.js";
+import { redactingStore, type SecretRedactor } from "./secrets.js";
 import { defaultBudgets, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
@@ -45,6 +46,8 @@ export interface RuntimeOptions {
   /** How often the worker looks for queued or orphaned runs. */
   workerPollMs?: number;
   compensation?: Partial<CompensationPolicy>;
+  /** Known secret values to keep out of everything stored or sent (createTether fills it from the environment). */
+  redactor?: SecretRedactor;
 }
 
 export interface ControlOptions {
@@ -104,13 +107,14 @@ export class Runtime {
   private closed = false;
 
   constructor(options: RuntimeOptions) {
-    this.store = options.store;
+    const redactor = options.redactor;
+    this.store = redactor ? redactingStore(options.store, redactor) : options.store;
     this.agentMap = new Map(options.agents.map((a) => [a.name, a]));
     this.isWorker = options.worker ?? true;
     this.workerPollMs = options.workerPollMs ?? 100;
     const ids = options.ids ?? randomIds;
     this.ctx = {
-      store: options.store,
+      store: this.store,
       clock: options.clock ?? systemClock,
       ids,
       bus: this.bus,
@@ -121,6 +125,7 @@ export class Runtime {
       leaseMs: options.leaseMs ?? 5_000,
       controlPollMs: options.controlPollMs ?? 10,
       compensation: { maxAttempts: 3, backoffMs: 100, timeoutMs: 30_000, ...options.compensation },
+      redact: redactor && !redactor.empty ? (text) => redactor.text(text) : (text) => text,
     };
   }
 
