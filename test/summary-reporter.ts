@@ -1,6 +1,10 @@
 import type { Reporter, TestModule } from "vitest/node";
+import { hasChromium, missingBrowserLine, runBrowserSuites } from "./browser-availability.js";
 
-/** Ends the run with one plain line, "vitest: N passed, N failed, N skipped", that any CI can read. */
+/**
+ * Ends the run with one plain line, "vitest (node vX.Y.Z): N passed, N failed, N skipped", that any
+ * CI can read, preceded by one line saying so when the browser suites were skipped for want of Chromium.
+ */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     let passed = 0;
@@ -15,6 +19,7 @@ export default class SummaryReporter implements Reporter {
         else skipped += 1;
       }
     }
-    process.stdout.write(`\nvitest: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    if (!hasChromium && !runBrowserSuites) process.stdout.write(`\n${missingBrowserLine}`);
+    process.stdout.write(`\nvitest (node ${process.version}): ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }
 }

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
+import { runBrowserSuites } from "../../test/browser-availability.js";
 import { packageRoot } from "../shared/package-root.js";
 import { exampleHarness, type ExampleHarness } from "../shared/test-harness.js";
 import { browserFlowAgent, formSiteFor } from "./agent.js";
@@ -42,7 +43,7 @@ for (;;) {
 `;
 }
 
-it("a run whose worker was killed after submitting is cancelled from another process: submission withdrawn, orphaned browser killed", async () => {
+it.skipIf(!runBrowserSuites)("a run whose worker was killed after submitting is cancelled from another process: submission withdrawn, orphaned browser killed", async () => {
   harness = exampleHarness((dataDir) => {
     site = formSiteFor(dataDir);
     return [browserFlowAgent({ dataDir, site, tokensPerSecond: 4000 })];

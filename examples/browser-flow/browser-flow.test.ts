@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { JournalEntry } from "../../src/engine/store.js";
+import { runBrowserSuites } from "../../test/browser-availability.js";
 import { completedCalls, exampleHarness, type ExampleHarness } from "../shared/test-harness.js";
 import { browserFlowAgent, defaultBrowserTask, formSiteFor } from "./agent.js";
 import { browserProcessGroup, browserSession, chromiumAlive, chromiumArgs, defaultChromiumPath } from "./browser-session.js";
@@ -38,7 +39,7 @@ async function submissionsOverHttp(options: { all?: boolean } = {}): Promise<Sub
   return ((await response.json()) as { submissions: Submission[] }).submissions;
 }
 
-describe("browser-flow", () => {
+describe.skipIf(!runBrowserSuites)("browser-flow", () => {
   it("fills in and submits the form in Chromium, then closes the browser", async () => {
     setup();
     const run = await harness!.runtime.start("browser-flow", defaultBrowserTask);
@@ -97,7 +98,7 @@ describe("browser-flow", () => {
   }, 90_000);
 });
 
-describe("browser session resource", () => {
+describe.skipIf(!runBrowserSuites)("browser session resource", () => {
   it("released from a record alone (the process that launched it is gone), it kills the browser by pid", async () => {
     const profile = mkdtempSync(join(tmpdir(), "tether-chromium-"));
     const orphan = spawn(defaultChromiumPath, ["--headless", ...chromiumArgs, `--user-data-dir=${profile}`, "--remote-debugging-port=0", "about:blank"], { detached: true, stdio: "ignore" });

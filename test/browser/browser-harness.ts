@@ -1,14 +1,13 @@
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { build } from "vite";
 import { expect } from "vitest";
+import { chromiumPath } from "../browser-availability.js";
 import { root } from "./serve-child.js";
 
 /** What the browser suites share: Debian's chromium, the dashboard build, and patient polling. */
 
-export const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-export const hasChromium = existsSync(chromiumPath);
+export { chromiumPath, hasChromium, runBrowserSuites } from "../browser-availability.js";
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({

@@ -9,7 +9,7 @@ import { ModelRegistry } from "../../src/models/model-registry.js";
 import { startServer, type RunningServer } from "../../src/server/serve.js";
 import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { fixtureAgents } from "../server/fixture-agents.js";
-import { buildDashboard, hasChromium, launchChromium, until } from "./browser-harness.js";
+import { buildDashboard, runBrowserSuites, launchChromium, until } from "./browser-harness.js";
 
 /**
  * A page the developer visits, served from another loopback origin, attacks the local Tether
@@ -44,7 +44,7 @@ window.results = {};
 </script>`;
 }
 
-describe.skipIf(!hasChromium)("a web page on another origin against a local Tether (browser)", () => {
+describe.skipIf(!runBrowserSuites)("a web page on another origin against a local Tether (browser)", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "tether-cross-origin-"));
     await buildDashboard(join(dir, "dashboard"));

@@ -11,7 +11,7 @@ import { startServer, type RunningServer } from "../../src/server/serve.js";
 import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { fixtureAgents } from "../server/fixture-agents.js";
 import { OffsetClock } from "../server/helpers.js";
-import { buildDashboard, hasChromium, launchChromium, openDashboard, runStatus, until } from "./browser-harness.js";
+import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runStatus, until } from "./browser-harness.js";
 
 /**
  * The two refusals of resume a person has to answer, in the browser: a stale snapshot (the
@@ -44,7 +44,7 @@ async function waitForStatus(runId: string, statuses: RunView["status"][], timeo
   }, timeoutMs);
 }
 
-describe.skipIf(!hasChromium)("dashboard: stale snapshots and uncertain effects (browser)", () => {
+describe.skipIf(!runBrowserSuites)("dashboard: stale snapshots and uncertain effects (browser)", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "tether-dashboard-recovery-"));
     await buildDashboard(join(dir, "dashboard"));

@@ -10,7 +10,7 @@ import type { RunView } from "../../src/server/api-types.js";
 import { startServer, type RunningServer } from "../../src/server/serve.js";
 import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { fixtureAgents } from "../server/fixture-agents.js";
-import { buildDashboard, hasChromium, launchChromium, openDashboard, until } from "./browser-harness.js";
+import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, until } from "./browser-harness.js";
 
 /**
  * The runs page's "Waiting for someone" filter in a real browser: the runs that wait for a
@@ -41,7 +41,7 @@ async function waitForStatus(runId: string, statuses: RunView["status"][], timeo
   }, timeoutMs);
 }
 
-describe.skipIf(!hasChromium)("dashboard: runs waiting for someone (browser)", () => {
+describe.skipIf(!runBrowserSuites)("dashboard: runs waiting for someone (browser)", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "tether-dashboard-waiting-"));
     await buildDashboard(join(dir, "dashboard"));

@@ -7,7 +7,7 @@ import { parseDraft } from "../../examples/deep-research/drafts.js";
 import { TetherClient } from "../../src/client/tether-client.js";
 import type { JournalEntry } from "../../src/engine/store.js";
 import type { RunView } from "../../src/server/api-types.js";
-import { buildDashboard, hasChromium, launchChromium, openDashboard, runStatus, until, type OpenPage } from "./browser-harness.js";
+import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runStatus, until, type OpenPage } from "./browser-harness.js";
 import { root, serveTether, type ServedTether } from "./serve-child.js";
 
 /**
@@ -60,7 +60,7 @@ async function watchTextGrow(page: Page): Promise<{ callSeq: string; from: numbe
   }, 30_000, 60);
 }
 
-describe.skipIf(!hasChromium)("dashboard (browser, against tether serve)", () => {
+describe.skipIf(!runBrowserSuites)("dashboard (browser, against tether serve)", () => {
   beforeAll(async () => {
     await buildDashboard();
     cwd = mkdtempSync(join(tmpdir(), "tether-dashboard-"));
