@@ -4,35 +4,38 @@
  */
 const marker = Symbol.for("tether.error");
 
-export type ErrorCode =
-  | "run_not_found"
-  | "illegal_transition"
-  | "stale_snapshot"
-  | "snapshot_corrupt"
-  | "invalid_state_patch"
-  | "invalid_input"
-  | "unknown_agent"
-  | "unknown_model"
-  | "unknown_tool"
-  | "uncertain_effect"
-  | "halted"
-  | "lease_lost"
-  | "unauthorized"
-  | "forbidden"
-  | "host_refused"
-  | "origin_refused"
-  | "unsupported_media_type"
-  | "auth_not_configured"
-  | "tokens_missing"
-  | "payload_too_large"
-  | "model_error"
-  | "tool_error"
-  | "tool_unavailable"
-  | "store_error"
-  | "store_too_new"
-  | "store_limit"
-  | "wait_timeout"
-  | "not_found";
+export const errorCodes = [
+  "run_not_found",
+  "illegal_transition",
+  "stale_snapshot",
+  "snapshot_corrupt",
+  "invalid_state_patch",
+  "invalid_input",
+  "unknown_agent",
+  "unknown_model",
+  "unknown_tool",
+  "uncertain_effect",
+  "halted",
+  "lease_lost",
+  "unauthorized",
+  "forbidden",
+  "host_refused",
+  "origin_refused",
+  "unsupported_media_type",
+  "auth_not_configured",
+  "tokens_missing",
+  "payload_too_large",
+  "model_error",
+  "tool_error",
+  "tool_unavailable",
+  "store_error",
+  "store_too_new",
+  "store_limit",
+  "wait_timeout",
+  "not_found",
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
 
 export class TetherError extends Error {
   readonly [marker] = true;

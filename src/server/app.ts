@@ -11,6 +11,7 @@ import { controlRoutes } from "./routes/control-routes.js";
 import { eventRoutes } from "./routes/event-routes.js";
 import { haltRoutes } from "./routes/halt-routes.js";
 import { healthRoutes, whoamiRoutes } from "./routes/health-routes.js";
+import { openApiRoutes } from "./routes/openapi-routes.js";
 import { runRoutes } from "./routes/run-routes.js";
 import type { AppEnv, ServerContext } from "./server-context.js";
 
@@ -61,6 +62,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   controlRoutes(api, ctx);
   haltRoutes(api, ctx);
   eventRoutes(api, ctx);
+  openApiRoutes(api, ctx);
   api.notFound((c) => c.json(errorBody("not_found", new RouteNotFoundError(c.req.method, c.req.path).message), 404));
   api.onError((error, c) => errorResponse(c, error));
 
