@@ -25,6 +25,15 @@ function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
 }
 
+/** At most this much of an aborted model call's text is journaled (its end: what the model was saying when it stopped). */
+export const maxPartialTextChars = 8_192;
+
+/** The text an aborted model call streamed, bounded: the last `maxPartialTextChars` characters. */
+function partialText(text: string): { partialText?: string; partialTextTruncated?: boolean } {
+  if (text.length === 0) return {};
+  return text.length > maxPartialTextChars ? { partialText: text.slice(-maxPartialTextChars), partialTextTruncated: true } : { partialText: text };
+}
+
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -378,7 +387,7 @@ export class RunExecutor {
             type: "call.aborted",
             at: this.now(),
             callSeq,
-            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: usageEntry(usage), estimated: outcome.estimated, streamedChars: outcome.text.length, durationMs },
+            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: usageEntry(usage), estimated: outcome.estimated, streamedChars: outcome.text.length, ...partialText(outcome.text), durationMs },
           },
         ],
       });

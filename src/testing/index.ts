@@ -24,3 +24,4 @@ export {
   type ChatCompletionRequestBody,
 } from "./openai-compatible-server.js";
 export { livingProcesses, type ProcessRow } from "./process-table.js";
+export { TalkingModel } from "./talking-model.js";

@@ -15,6 +15,8 @@ export function modelText(call: CallView, texts: ReadonlyMap<number, string>, st
   if (live !== undefined) return live;
   const result = call.result as { text?: Json } | null | undefined;
   if (result && typeof result === "object" && typeof result.text === "string") return result.text;
+  // An aborted call: the text it had streamed when it stopped, as journaled.
+  if (call.partialText !== undefined) return call.partialTextTruncated ? `… ${call.partialText}` : call.partialText;
   return undefined;
 }
 

@@ -55,7 +55,7 @@ export function LiveOutput(props: { run: RunView; timeline: Timeline; texts: Rea
         ) : (
           <p class={`stream-text${streaming ? " streaming" : ""}`} data-testid="stream-text" data-call-seq={lastModel.callSeq} data-streaming={streaming ? "true" : "false"}>
             {missedStart && <span class="muted">… </span>}
-            {text ?? (streaming ? "" : <span class="muted">{lastModel.outcome === "aborted" && lastModel.streamedChars ? `(${lastModel.streamedChars} characters streamed before it stopped; partial text is shown only live)` : "(no text)"}</span>)}
+            {text ?? (streaming ? "" : <span class="muted">{lastModel.outcome === "aborted" && lastModel.streamedChars ? `(${lastModel.streamedChars} characters streamed before it stopped)` : "(no text)"}</span>)}
             {streaming && <span class="caret" aria-hidden="true" />}
           </p>
         )}

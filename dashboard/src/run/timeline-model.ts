@@ -31,8 +31,11 @@ export interface CallView {
   reason?: string;
   usage?: Usage;
   estimated?: boolean;
-  /** How much text an aborted model call had streamed (the text itself is not kept). */
+  /** How much text an aborted model call had streamed. */
   streamedChars?: number;
+  /** The text it had streamed (its last 8 KiB), journaled with the abort. */
+  partialText?: string;
+  partialTextTruncated?: boolean;
   finishReason?: string;
   /** The step the run reached when this call's outcome was committed: fork from here with it. */
   step?: number;
@@ -217,6 +220,8 @@ export function buildTimeline(entries: readonly JournalEntry[]): Timeline {
         call.usage = usageOf(data.usage) ?? call.usage;
         call.estimated = data.estimated === true;
         call.streamedChars = num(data.streamedChars);
+        call.partialText = str(data.partialText);
+        call.partialTextTruncated = data.partialTextTruncated === true;
         if (current === call) current = undefined;
         break;
       }

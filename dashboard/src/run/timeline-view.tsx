@@ -83,6 +83,12 @@ function CallDetails(props: CallRowProps) {
         </p>
       )}
       {call.outcome === "aborted" && <p class="small muted">Aborted ({call.reason ?? "aborted"}). {call.kind === "model" ? "Tokens used so far are counted; the call is issued again on resume." : ""}</p>}
+      {call.outcome === "aborted" && call.partialText !== undefined && (
+        <blockquote class="partial-text small" data-testid="partial-text">
+          <span class="muted">What it had said when it stopped{call.partialTextTruncated ? " (its end)" : ""}:</span> {call.partialTextTruncated ? "… " : ""}
+          {call.partialText}
+        </blockquote>
+      )}
       {call.outcome === "uncertain" && <p class="small warn-text">Uncertain: {call.reason}</p>}
       {call.resolved && (
         <p class="small">
