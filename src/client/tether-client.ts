@@ -143,6 +143,11 @@ export class TetherClient {
     return (await this.request<{ run: RunView }>("POST", `/runs/${encodeURIComponent(runId)}/state`, body)).run;
   }
 
+  /** Sends a message to a run without pausing it; the agent receives it before its next model call. */
+  async say(runId: string, text: string): Promise<{ run: RunView; message: { id: string; text: string; actor: string; at: number } }> {
+    return this.request("POST", `/runs/${encodeURIComponent(runId)}/messages`, { text });
+  }
+
   async fork(runId: string, options: { fromStep: number }): Promise<RunView> {
     return (await this.request<{ run: RunView }>("POST", `/runs/${encodeURIComponent(runId)}/fork`, { fromStep: options.fromStep })).run;
   }

@@ -10,7 +10,7 @@ import { ResourceHolder } from "./resources.js";
 import { restoreState, type SnapshotWriter } from "./snapshot.js";
 import type { AgentState } from "./state.js";
 import type { RunStatus } from "./status.js";
-import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate, SteeringMessage } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { runCancellation } from "./compensation.js";
@@ -32,6 +32,11 @@ export const maxPartialTextChars = 8_192;
 function partialText(text: string): { partialText?: string; partialTextTruncated?: boolean } {
   if (text.length === 0) return {};
   return text.length > maxPartialTextChars ? { partialText: text.slice(-maxPartialTextChars), partialTextTruncated: true } : { partialText: text };
+}
+
+/** The messages a person sent that the agent has not received yet. */
+export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
+  return run.steering ? run.steering.messages.slice(run.steering.delivered) : [];
 }
 
 function errorMessage(error: unknown): string {
@@ -269,12 +274,39 @@ export class RunExecutor {
         if (await this.complete(action.output)) return;
         continue;
       }
+      // A person's messages reach the agent before its next model call, without a pause.
+      if (action.type === "model" && undeliveredSteering(this.run).length) {
+        await this.deliverSteering();
+        continue;
+      }
       const { repeats, tripped } = this.admission(action, this.run.usage, this.run.step);
       if (tripped) {
         await this.requestPause(tripped, { type: "budget.tripped", at: this.now(), data: { reason: tripped } });
         continue;
       }
       await this.gate(action, repeats);
+    }
+  }
+
+  /**
+   * Appends the messages people sent (`say`) to the agent's state as user messages, with a
+   * snapshot at the same step and a `message.delivered` entry each. The queue only grows, and
+   * `delivered` moves forward under the version it was read at, so a message sent meanwhile is
+   * delivered next time, never lost.
+   */
+  private async deliverSteering(): Promise<void> {
+    const pending = undeliveredSteering(this.run);
+    const queue = this.run.steering!;
+    const at = this.now();
+    const next = { messages: [...this.state.messages, ...pending.map((m) => ({ role: "user" as const, content: m.text, author: m.actor }))], vars: this.state.vars };
+    const snapshot = this.writer.prepare(next, this.run.step, at);
+    const journal: JournalInput[] = pending.map((m, i) => ({ type: "message.delivered", at, data: { id: m.id, actor: m.actor, text: m.text, index: this.state.messages.length + i } }));
+    const written = await this.write({ expect: { status: ["running"], version: this.run.version }, set: { steering: { ...queue, delivered: queue.delivered + pending.length } }, journal, snapshot });
+    // Not written: the run changed meanwhile (another message, a pause); `write` took the fresh
+    // record, and the loop looks again.
+    if (written) {
+      this.writer.commit();
+      this.state = next;
     }
   }
 
@@ -329,6 +361,8 @@ export class RunExecutor {
       return undefined; // the loop calls next() again and fails the run with the error
     }
     if (action.type === "done") return undefined;
+    // Messages waiting for the agent go in before the model call: the loop delivers them first.
+    if (action.type === "model" && undeliveredSteering(this.run).length) return undefined;
     const { repeats, tripped } = this.admission(action, usage ? addUsage(this.run.usage, usage) : this.run.usage, step);
     return tripped ? undefined : { action, repeats };
   }

@@ -1,6 +1,7 @@
 import type { AgentDefinition } from "./agent.js";
 import { describeShape } from "./input-shape.js";
 import { redactingStore, type SecretRedactor } from "./secrets.js";
+import { sendMessage } from "./steering.js";
 import { defaultBudgets, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
@@ -26,7 +27,7 @@ import { PriceTable } from "./pricing.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import { applyStatePatch, validateMessage } from "./state-edits.js";
 import { isTerminal, type ControlCommandType, type RunStatus } from "./status.js";
-import type { CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, Store } from "./store.js";
+import type { CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 
 export interface RuntimeOptions {
@@ -462,6 +463,17 @@ export class Runtime {
       journal.push({ type: "state.message_added", at: now, data: { actor, content, index: next.messages.length - 1 } });
     }
     return { state: next, journal };
+  }
+
+  /**
+   * Sends a message to a run without pausing it: journaled now, received by the agent as a user
+   * message before its next model call. A paused run receives it when it resumes.
+   */
+  async say(runId: string, text: string, options: { actor?: string } = {}): Promise<{ run: RunRecord; message: SteeringMessage }> {
+    const sent = await sendMessage(this.ctx, runId, text, options.actor ?? "local");
+    // A run executing here hears of it at once; another process's through its control poll.
+    this.executors.get(runId)?.executor.observe(sent.run);
+    return sent;
   }
 
   /** Adds a message or applies a state patch to a paused run, without resuming it. */

@@ -79,6 +79,11 @@ export interface RunRecord {
   forkedFrom: { runId: string; step: number } | null;
   /** How a requested pause treats an in-flight model call. */
   pauseMode: "immediate" | "boundary" | null;
+  /**
+   * Messages a person sent to the run while it works (`say`), oldest first; the agent receives
+   * those after `delivered` at its next step boundary. Absent on runs stored before it existed.
+   */
+  steering?: SteeringQueue;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -109,8 +114,22 @@ export type RunPatch = Partial<
     | "report"
     | "pauseMode"
     | "lease"
+    | "steering"
   >
 >;
+
+export interface SteeringMessage {
+  id: string;
+  text: string;
+  actor: string;
+  at: number;
+}
+
+export interface SteeringQueue {
+  messages: SteeringMessage[];
+  /** How many of `messages` the agent has received. */
+  delivered: number;
+}
 
 export type JournalType =
   | "run.created"
@@ -132,6 +151,8 @@ export type JournalType =
   | "resource.released"
   | "resource.release_failed"
   | "budget.tripped"
+  | "message.queued"
+  | "message.delivered"
   | "recovery"
   | "webhook.delivery";
 

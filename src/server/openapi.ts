@@ -3,7 +3,7 @@ import { errorCodes, type ErrorCode } from "../engine/errors.js";
 import { runStatuses } from "../engine/status.js";
 import { roles, type Role } from "./api-types.js";
 import { httpStatusOf } from "./http-errors.js";
-import { cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, startBodySchema } from "./validation.js";
+import { cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, sayBodySchema, startBodySchema } from "./validation.js";
 
 /**
  * The OpenAPI 3.1 description of the HTTP API, served at `GET /api/v1/openapi.json`. Request
@@ -28,7 +28,7 @@ export interface RouteDoc {
   body?: z.ZodType;
   query?: QueryParam[];
   /** The success status and what it returns. */
-  success: { status: 200 | 201; description: string; stream?: boolean };
+  success: { status: 200 | 201 | 202; description: string; stream?: boolean };
   /** Error codes this route answers with, on top of the ones every route may give. */
   errors?: ErrorCode[];
 }
@@ -79,6 +79,15 @@ export const routeDocs: RouteDoc[] = [
   },
   { method: "post", path: "/runs/{id}/cancel", summary: "Cancel a run; its effects are compensated", role: "operator", body: cancelBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition"] },
   { method: "post", path: "/runs/{id}/state", summary: "Edit a paused run's state: add a message, patch its vars", role: "operator", body: editStateBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "invalid_state_patch"] },
+  {
+    method: "post",
+    path: "/runs/{id}/messages",
+    summary: "Send a message to a run without pausing it: the agent receives it before its next model call",
+    role: "operator",
+    body: sayBodySchema,
+    success: { status: 202, description: "{ run: RunView, message: { id, text, actor, at } }" },
+    errors: ["run_not_found", "illegal_transition", "invalid_state_patch"],
+  },
   { method: "post", path: "/runs/{id}/fork", summary: "A new run from a step of this one", role: "operator", body: forkBodySchema, success: { status: 201, description: "{ run: RunView }" }, errors: ["run_not_found"] },
   { method: "get", path: "/runs/{id}/events", summary: "The run's journal and live model text as server-sent events", role: "viewer", query: [after], success: { status: 200, description: "text/event-stream: `journal` and `delta` events", stream: true }, errors: ["run_not_found"] },
   { method: "get", path: "/events", summary: "Every run's changes as server-sent events", role: "viewer", query: [{ ...after, description: "changes after this time (ms); the Last-Event-ID header wins" }], success: { status: 200, description: "text/event-stream: `run` events", stream: true } },

@@ -107,6 +107,8 @@ export const editStateBodySchema = z
 
 export const forkBodySchema = z.strictObject({ fromStep: z.number().int().min(0) });
 
+export const sayBodySchema = z.strictObject({ text: z.string().min(1).max(100_000) });
+
 export const haltBodySchema = z.strictObject({
   reason: z.string().min(1).max(2_000),
   agent: z.string().min(1).max(64).optional(),

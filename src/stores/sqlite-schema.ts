@@ -94,6 +94,8 @@ export const journalTypeCode: Readonly<Record<JournalType, number>> = {
   "resource.release_failed": 18,
   "budget.tripped": 19,
   recovery: 20,
+  "message.queued": 27,
+  "message.delivered": 28,
   "webhook.delivery": 30,
 };
 

@@ -450,6 +450,17 @@ describe("tether CLI against a real `tether serve`", () => {
     }
   }, 70_000);
 
+  it("say sends a message to a running run without pausing it; the agent receives it", async () => {
+    const id = await startWriter("write about steering");
+    const said = await cli(["say", id, "Mention the kill switch."]);
+    expect(said.code, said.stderr).toBe(0);
+    expect(said.stdout).toMatch(new RegExp(`^msg_\\S+ queued for ${id} \\((running|queued)\\); the agent reads it before its next model call`));
+    await client.cancel(id).catch(() => undefined);
+    const entries = await journal(id);
+    expect(entries.filter((e) => e.type === "message.queued").map((e) => e.data.text)).toEqual(["Mention the kill switch."]);
+    expect((await cli(["say", "run_missing", "hello"])).code).toBe(4);
+  });
+
   it("the listing and views agree with the API", async () => {
     const ls = await cli(["ls", "--json", "--limit", "3"]);
     const runs = JSON.parse(ls.stdout) as RunView[];

@@ -14,7 +14,7 @@ function summary(run: RunView): string {
   return `${run.id} is ${run.status}${run.statusReason ? ` (${run.statusReason})` : ""} at step ${run.step}${next ? `; next: ${next}` : ""}`;
 }
 
-/** pause, resume, cancel, fork. */
+/** pause, resume, cancel, say, fork. */
 export function controlCommands(program: Command, io: CliIo): void {
   program
     .command("pause <run>")
@@ -104,6 +104,18 @@ export function controlCommands(program: Command, io: CliIo): void {
           for (const f of report.failed) out(io, `  NEEDS A PERSON: compensation of ${f.tool} (call ${f.callSeq}) failed: ${f.error}`);
           for (const u of report.uncertain) out(io, `  NEEDS A PERSON: ${u.tool} (call ${u.callSeq}) is uncertain: ${u.reason}`);
         }
+      });
+    });
+
+  program
+    .command("say <run> <message>")
+    .description("send a message to a run without pausing it: the agent reads it before its next model call")
+    .option("--json", "print the queued message and the run as JSON")
+    .action(async function say(this: Command, runId: string, message: string) {
+      await withConnection(this, {}, async ({ client }, globals) => {
+        const sent = await client.say(runId, message);
+        if (globals.json) return out(io, JSON.stringify(sent));
+        out(io, `${sent.message.id} queued for ${runId} (${sent.run.status}); the agent reads it before its next model call`);
       });
     });
 

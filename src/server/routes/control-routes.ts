@@ -1,6 +1,6 @@
 import { runView } from "../run-view.js";
 import type { Api, ServerContext } from "../server-context.js";
-import { cancelBodySchema, editStateBodySchema, forkBodySchema, pauseBodySchema, readBody, resumeBodySchema } from "../validation.js";
+import { cancelBodySchema, editStateBodySchema, forkBodySchema, pauseBodySchema, readBody, resumeBodySchema, sayBodySchema } from "../validation.js";
 
 /** Control commands on one run; the actor journaled with each is the token's name. */
 export function controlRoutes(api: Api, ctx: ServerContext): void {
@@ -37,6 +37,12 @@ export function controlRoutes(api: Api, ctx: ServerContext): void {
     const body = await readBody(c, editStateBodySchema);
     const run = await runtime.editPaused(c.req.param("id"), { actor: c.var.identity.actor, message: body.message, patch: body.patch });
     return c.json({ run: await runView(runtime, run) });
+  });
+
+  api.post("/runs/:id/messages", ctx.guard("operator"), async function sayToRun(c) {
+    const body = await readBody(c, sayBodySchema);
+    const sent = await runtime.say(c.req.param("id"), body.text, { actor: c.var.identity.actor });
+    return c.json({ run: await runView(runtime, sent.run), message: sent.message }, 202);
   });
 
   api.post("/runs/:id/fork", ctx.guard("operator"), async function forkRun(c) {
