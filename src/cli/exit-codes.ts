@@ -13,6 +13,7 @@ const byErrorCode: Record<string, number> = {
   snapshot_corrupt: exitCode.conflict,
   uncertain_effect: exitCode.conflict,
   halted: exitCode.conflict,
+  budget_exceeded: exitCode.conflict,
   invalid_input: exitCode.usage,
   invalid_state_patch: exitCode.usage,
   unknown_model: exitCode.usage,

@@ -31,10 +31,12 @@ describe("budgets and guards pause the run", () => {
     expect(statuses(journal)).toEqual(["queued>running", "running>pausing", "pausing>paused"]);
 
     await rt.settled(run.id);
-    await rt.resume(run.id);
-    await waitUntil(async () => (await rt.journal(run.id)).filter((e) => e.type === "budget.tripped").length === 2);
-    const again = await rt.waitFor(run.id, ["paused"]);
-    expect(again.statusReason).toBe("budget_steps: 2 of 2 steps");
+    // Resuming without raising the budget would pause again at once: refused, with the budget named.
+    await expect(rt.resume(run.id, { actor: "bob" })).rejects.toMatchObject({ code: "budget_exceeded", message: expect.stringContaining("budget_steps: 2 of 2 steps") });
+    expect((await rt.get(run.id)).status).toBe("paused");
+    expect((await rt.journal(run.id)).at(-1)).toMatchObject({ type: "control", data: { command: "resume", actor: "bob", outcome: "refused: budget_exceeded" } });
+    // Raising it, but not enough, is refused the same way.
+    await expect(rt.resume(run.id, { budgets: { maxSteps: 2 } })).rejects.toMatchObject({ code: "budget_exceeded" });
     expect(ledger.executionsOf("work")).toBe(2);
 
     await rt.settled(run.id);

@@ -195,6 +195,7 @@ describe("cancel", () => {
     expect(preview).toEqual({
       runId: run.id,
       status: "paused",
+      cancellable: true,
       compensations: [
         { callSeq: 4, tool: "publish", input: { id: "d" } },
         { callSeq: 3, tool: "email", input: { id: "c" } },

@@ -16,6 +16,7 @@ export const errorCodes = [
   "unknown_tool",
   "uncertain_effect",
   "halted",
+  "budget_exceeded",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -67,8 +68,8 @@ export class RunNotFoundError extends TetherError {
 }
 
 export class IllegalTransitionError extends TetherError {
-  constructor(runId: string, command: string, currentStatus: string) {
-    super("illegal_transition", `cannot ${command} run ${runId}: it is ${currentStatus}`, { runId, command, currentStatus });
+  constructor(runId: string, command: string, currentStatus: string, hint?: string) {
+    super("illegal_transition", `cannot ${command} run ${runId}: it is ${currentStatus}${hint ? `; ${hint}` : ""}`, { runId, command, currentStatus });
     this.name = "IllegalTransitionError";
   }
 }
@@ -166,5 +167,17 @@ export class WaitTimeoutError extends TetherError {
   constructor(runId: string, timeoutMs: number, status: string) {
     super("wait_timeout", `timed out after ${timeoutMs} ms waiting for run ${runId} (it is ${status})`, { runId, timeoutMs, status });
     this.name = "WaitTimeoutError";
+  }
+}
+
+/** A resume of a run paused by a budget that the run still exceeds: it would pause again at once. */
+export class BudgetExceededError extends TetherError {
+  constructor(runId: string, budget: string) {
+    super(
+      "budget_exceeded",
+      `cannot resume run ${runId}: it still exceeds its budget (${budget}) and would pause again at once; raise the budget in the same resume (budgets: { maxSteps: … } / --max-steps, --max-tokens, --max-cost, --max-time)`,
+      { runId, budget },
+    );
+    this.name = "BudgetExceededError";
   }
 }

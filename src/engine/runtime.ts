@@ -2,12 +2,13 @@ import type { AgentDefinition } from "./agent.js";
 import { describeShape } from "./input-shape.js";
 import { redactingStore, type SecretRedactor } from "./secrets.js";
 import { sendMessage } from "./steering.js";
-import { defaultBudgets, type Budgets } from "./budgets.js";
+import { defaultBudgets, trippedBudget, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
 import {
   HaltedError,
+  BudgetExceededError,
   IllegalTransitionError,
   InvalidInputError,
   RunNotFoundError,
@@ -59,6 +60,14 @@ export interface ControlOptions {
 export interface PauseOptions extends ControlOptions {
   /** "immediate" (default) aborts an in-flight model call; "boundary" lets it finish. */
   mode?: "immediate" | "boundary";
+  /**
+   * Resolve once the run is `paused` (or has ended otherwise: halted, cancelled, completed,
+   * failed) instead of as soon as the command is recorded, when it may still be `pausing`
+   * while a call that cannot be interrupted finishes. Default false.
+   */
+  wait?: boolean;
+  /** With `wait`: give up after this long with `wait_timeout`. Default 120 s. */
+  timeoutMs?: number;
 }
 
 export interface ResumeOptions extends ControlOptions {
@@ -79,6 +88,8 @@ export interface StartOptions {
 export interface CancelPreview {
   runId: string;
   status: RunStatus;
+  /** Whether a cancel would apply at all: false for a run that has ended (and everything below is empty). */
+  cancellable: boolean;
   compensations: { callSeq: number; tool: string; input: Json }[];
   resources: string[];
   uncertain: { callSeq: number; tool: string }[];
@@ -371,6 +382,12 @@ export class Runtime {
   }
 
   async pause(runId: string, options: PauseOptions = {}): Promise<RunRecord> {
+    const recorded = await this.recordPause(runId, options);
+    if (!options.wait || recorded.status !== "pausing") return recorded;
+    return this.waitFor(runId, (run) => run.status !== "pausing" && run.status !== "running", { timeoutMs: options.timeoutMs ?? 120_000 });
+  }
+
+  private async recordPause(runId: string, options: PauseOptions): Promise<RunRecord> {
     const mode = options.mode ?? "immediate";
     const command = this.command("pause", runId, options, { mode });
     const reason = options.reason ?? `paused by ${command.actor}`;
@@ -401,6 +418,9 @@ export class Runtime {
     });
     const run = await this.control(runId, command, async (current, now) => {
       if (current.status === "running" || current.status === "queued") return { noop: true };
+      if (current.status === "pausing") {
+        return { refuse: new IllegalTransitionError(runId, "resume", current.status, "a call that cannot be interrupted is finishing; wait until it is paused (pause(id, { wait: true }), waitFor(id, [\"paused\"]), or `tether pause`, which waits), then resume") };
+      }
       if (current.status !== "paused") return { refuse: new IllegalTransitionError(runId, "resume", current.status) };
       if (current.inflight?.uncertain && !options.resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
       const agent = this.agentMap.get(current.agent);
@@ -419,6 +439,11 @@ export class Runtime {
       journal.push(...edits.journal);
       if (options.resolve && !current.inflight?.uncertain) {
         return { refuse: new InvalidInputError(`run ${runId} has no uncertain effect to resolve`) };
+      }
+      // Paused by a budget it still exceeds: resuming would pause again at once, unless this command raises it.
+      if (current.statusReason?.startsWith("budget_")) {
+        const still = trippedBudget({ ...current.budgets, ...options.budgets }, { usage: current.usage, step: current.step, activeMs: current.activeMs, repeatedToolCalls: 0 });
+        if (still) return { refuse: new BudgetExceededError(runId, still) };
       }
       const changed = journal.length > 0;
       return {
@@ -554,10 +579,13 @@ export class Runtime {
   /** What a cancel would do now: compensations newest first and the resources to release. */
   async cancelPreview(runId: string): Promise<CancelPreview> {
     const run = await this.get(runId);
+    // A run that has ended cannot be cancelled: nothing would be compensated, so nothing is offered.
+    if (isTerminal(run.status)) return { runId, status: run.status, cancellable: false, compensations: [], resources: [], uncertain: [] };
     const effects = pendingCompensations(await this.store.listEffects(runId));
     return {
       runId,
       status: run.status,
+      cancellable: true,
       compensations: effects.map((e) => ({ callSeq: e.callSeq, tool: e.tool, input: e.input })),
       resources: Object.entries(run.resources)
         .filter(([, held]) => !held.releasedForPause)

@@ -1,14 +1,23 @@
 import { pendingCompensations } from "../engine/compensation.js";
 import type { Runtime } from "../engine/runtime.js";
 import { isTerminal } from "../engine/status.js";
-import type { RunRecord } from "../engine/store.js";
+import type { RunRecord, WaitingFor } from "../engine/store.js";
 import type { RunView } from "./api-types.js";
+
+/**
+ * What a stopping run waits on: what the executor recorded, or else the call still in flight.
+ * `waitingFor` and `waitingForMs` are always given together (both null, or both set).
+ */
+export function waitingOn(run: RunRecord): WaitingFor | null {
+  if (run.waitingFor) return run.waitingFor;
+  if ((run.status === "pausing" || run.status === "cancelling") && run.inflight) return { kind: run.inflight.kind, name: run.inflight.name, callSeq: run.inflight.callSeq, since: run.inflight.startedAt };
+  return null;
+}
 
 /** How long a run that is stopping has been waiting on the call still in flight. */
 export function waitingForMs(run: RunRecord, now: number): number | null {
-  if (run.waitingFor) return Math.max(0, now - run.waitingFor.since);
-  if ((run.status === "pausing" || run.status === "cancelling") && run.inflight) return Math.max(0, now - run.inflight.startedAt);
-  return null;
+  const waiting = waitingOn(run);
+  return waiting ? Math.max(0, now - waiting.since) : null;
 }
 
 export async function runView(runtime: Runtime, run: RunRecord): Promise<RunView> {
@@ -16,6 +25,7 @@ export async function runView(runtime: Runtime, run: RunRecord): Promise<RunView
   return {
     ...run,
     pendingCompensations: pending.map((e) => ({ callSeq: e.callSeq, tool: e.tool, input: e.input })),
+    waitingFor: waitingOn(run),
     waitingForMs: waitingForMs(run, runtime.clock.now()),
   };
 }

@@ -79,6 +79,11 @@ export function controlCommands(program: Command, io: CliIo): void {
     .action(async function cancel(this: Command, runId: string, flags: { reason?: string; yes?: boolean; wait: boolean }) {
       await withConnection(this, {}, async ({ client }, globals) => {
         const preview = await client.cancelPreview(runId);
+        // An ended run: say so before offering anything, and let the server give its refusal.
+        if (preview.cancellable === false) {
+          await client.cancel(runId, { reason: flags.reason });
+          return;
+        }
         if (!globals.json) info(io, previewLines(runId, preview).join("\n"));
         if (!flags.yes) {
           if (!io.stdin.isTTY) throw new UsageError("refusing to cancel without confirmation: stdin is not a terminal; pass --yes");
