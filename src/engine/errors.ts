@@ -138,6 +138,14 @@ export class HaltedError extends TetherError {
   }
 }
 
+/** A command on a run the kill switch holds: the same code, `halted`, as a start refused by a halt. */
+export class RunHaltedError extends TetherError {
+  constructor(runId: string, command: string) {
+    super("halted", `cannot ${command} run ${runId}: it is halted (the kill switch); lift the halt (unhalt), which leaves it paused, then ${command} it`, { runId, command, currentStatus: "halted" });
+    this.name = "RunHaltedError";
+  }
+}
+
 export class LeaseLostError extends TetherError {
   constructor(runId: string) {
     super("lease_lost", `this worker no longer holds run ${runId}`, { runId });

@@ -44,7 +44,9 @@ describe("halt, the kill switch", () => {
     await expect(rt.start("alpha", null)).rejects.toBeInstanceOf(HaltedError);
     await expect(rt.start("alpha", null)).rejects.toMatchObject({ code: "halted" });
     await expect(rt.fork(first.id, { fromStep: 1 })).rejects.toMatchObject({ code: "halted" });
-    await expect(rt.resume(first.id)).rejects.toMatchObject({ code: "illegal_transition", details: { currentStatus: "halted" } });
+    // One condition, one code: every command the halt stops answers `halted`, and says how to go on.
+    await expect(rt.resume(first.id)).rejects.toMatchObject({ code: "halted", details: { currentStatus: "halted" }, message: expect.stringContaining("lift the halt (unhalt)") });
+    await expect(rt.pause(first.id)).rejects.toMatchObject({ code: "halted" });
 
     const lifted = await rt.unhalt({ actor: "root" });
     expect(lifted.paused.sort()).toEqual([first.id, second.id].sort());

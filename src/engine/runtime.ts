@@ -10,6 +10,7 @@ import {
   HaltedError,
   BudgetExceededError,
   IllegalTransitionError,
+  RunHaltedError,
   InvalidInputError,
   RunNotFoundError,
   StaleSnapshotError,
@@ -393,6 +394,7 @@ export class Runtime {
     const reason = options.reason ?? `paused by ${command.actor}`;
     return this.control(runId, command, async (run, now) => {
       if (run.status === "pausing" || run.status === "paused") return { noop: true };
+      if (run.status === "halted") return { refuse: new RunHaltedError(runId, "pause") };
       if (run.status !== "running") return { refuse: new IllegalTransitionError(runId, "pause", run.status) };
       if (this.isHeld(run, now)) {
         return { update: { set: { status: "pausing", statusReason: reason, pauseMode: mode }, journal: [statusEntry(now, "running", "pausing", reason)] }, applied: false };
@@ -421,6 +423,7 @@ export class Runtime {
       if (current.status === "pausing") {
         return { refuse: new IllegalTransitionError(runId, "resume", current.status, "a call that cannot be interrupted is finishing; wait until it is paused (pause(id, { wait: true }), waitFor(id, [\"paused\"]), or `tether pause`, which waits), then resume") };
       }
+      if (current.status === "halted") return { refuse: new RunHaltedError(runId, "resume") };
       if (current.status !== "paused") return { refuse: new IllegalTransitionError(runId, "resume", current.status) };
       if (current.inflight?.uncertain && !options.resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
       const agent = this.agentMap.get(current.agent);
