@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { defaultBudgets } from "./budgets.js";
 import type { JournalEntry } from "./store.js";
 
 let h: Harness | undefined;
@@ -98,5 +99,40 @@ describe("budgets and guards pause the run", () => {
     const done = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
     expect(done.status).toBe("completed");
     expect(done.activeMs).toBeLessThan(30_000);
+  });
+});
+
+describe("the repeated-failure guard", () => {
+  it("pauses after maxConsecutiveFailures failed calls in a row, whatever their arguments, with the failures as evidence; resume gives it another go", async () => {
+    const ledger = new Ledger();
+    const flaky = effectTool({
+      name: "flaky",
+      ledger,
+      beforeEffect: () => {
+        throw new Error("upstream says no");
+      },
+    });
+    h = harness([sequenceAgent({ name: "stubborn", tools: [flaky], steps: Array.from({ length: 8 }, (_, i) => ({ tool: "flaky", input: { id: `item-${i}` } })), budgets: { maxConsecutiveFailures: 3 } })]);
+    const rt = h.runtime;
+    const run = await rt.start("stubborn", null);
+    const paused = await rt.waitFor(run.id, ["paused", "completed", "failed"]);
+    expect(paused.status).toBe("paused");
+    expect(paused.statusReason).toMatch(/^repeated_failures: 3 failed tool calls in a row \(last: flaky: .*upstream says no\)$/);
+    expect(ledger.executionsOf("flaky")).toBe(3);
+    const journal = await rt.journal(run.id);
+    const tripped = journal.find((e) => e.type === "budget.tripped");
+    expect((tripped?.data.failures as { tool: string; message: string }[]).map((f) => f.tool)).toEqual(["flaky", "flaky", "flaky"]);
+    expect(journal.filter((e) => e.type === "call.failed")).toHaveLength(3);
+    expect(journal.slice(journal.indexOf(tripped!)).filter((e) => e.type === "call.started")).toEqual([]);
+
+    await rt.settled(run.id);
+    await rt.resume(run.id, { actor: "ops" });
+    const again = await rt.waitFor(run.id, ["paused", "completed", "failed"]);
+    expect(again.statusReason).toMatch(/^repeated_failures: 3 /);
+    expect(ledger.executionsOf("flaky")).toBe(6);
+  });
+
+  it("is on by default at 5", () => {
+    expect(defaultBudgets.maxConsecutiveFailures).toBe(5);
   });
 });

@@ -7,9 +7,12 @@ export interface Budgets {
   maxWallTimeMs?: number;
   /** The same tool with the same arguments this many times in a row trips the loop detector. */
   maxRepeatedToolCalls?: number;
+  /** This many failed tool calls in a row (any tools, any arguments) pause the run with `repeated_failures`. */
+  maxConsecutiveFailures?: number;
 }
 
-export const defaultBudgets: Budgets = { maxSteps: 200, maxRepeatedToolCalls: 5 };
+/** The defaults every run gets unless its agent or its start says otherwise. */
+export const defaultBudgets: Budgets = { maxSteps: 200, maxRepeatedToolCalls: 5, maxConsecutiveFailures: 5 };
 
 export interface BudgetView {
   usage: Usage;

@@ -341,7 +341,7 @@ export class RunExecutor {
         : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
     return {
       inflight,
-      set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { lastToolSignature: toolSignature(action), repeats } : this.run.guard },
+      set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { ...this.run.guard, lastToolSignature: toolSignature(action), repeats } : this.run.guard },
       entry: { type: "call.started", at, callSeq, data },
     };
   }
@@ -547,15 +547,28 @@ export class RunExecutor {
       tool?.compensate && outcome.type === "tool" && outcome.ok && action.type === "tool"
         ? [{ callSeq: inflight.callSeq, tool: tool.name, input: action.input, result: outcome.output, state: "done" as const, attempts: 0, error: null, updatedAt: at }]
         : undefined;
+    const guard = this.failureGuard(inflight, outcome);
+    const tripped = guard.tripped && this.run.status === "running";
     const outcomeWrite = {
-      set: { step, inflight: null, waitingFor: null, ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}) },
-      journal: [...extra, { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data } as JournalInput],
+      set: {
+        step,
+        inflight: null,
+        waitingFor: null,
+        guard: guard.guard,
+        ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}),
+        ...(tripped ? { status: "pausing" as const, statusReason: guard.tripped, pauseMode: "immediate" as const } : {}),
+      },
+      journal: [
+        ...extra,
+        { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data } as JournalInput,
+        ...(tripped ? [{ type: "budget.tripped", at, data: { reason: guard.tripped!, failures: guard.guard.recentFailures ?? [] } } as JournalInput, statusEntry(at, "running", "pausing", guard.tripped)] : []),
+      ],
       snapshot,
       ...(effects ? { effects } : {}),
     };
     // The next call's `started` rides in the same transaction when the loop would start it at
     // once: one commit a step instead of two. It still expects `running`, as the gate does.
-    const next = chain ? this.nextChained(step, usage) : undefined;
+    const next = chain && !tripped ? this.nextChained(step, usage) : undefined;
     let started: ReturnType<RunExecutor["startedWrite"]> | undefined;
     try {
       started = next ? this.startedWrite(next.action, next.repeats) : undefined;
@@ -568,7 +581,8 @@ export class RunExecutor {
       const ok = await this.write({
         ...outcomeWrite,
         expect: { status: ["running"] },
-        set: { ...outcomeWrite.set, ...started.set },
+        // The loop guard of the next call, on top of the failure count this outcome leaves.
+        set: { ...outcomeWrite.set, ...started.set, guard: { ...outcomeWrite.set.guard, lastToolSignature: started.set.guard!.lastToolSignature, repeats: started.set.guard!.repeats } },
         journal: [...outcomeWrite.journal, started.entry],
       });
       if (ok) {
@@ -579,6 +593,22 @@ export class RunExecutor {
     }
     await this.write(outcomeWrite);
     this.writer.commit();
+  }
+
+  /**
+   * The repeated-failure guard: failed tool calls in a row (whatever the tool or its arguments)
+   * are counted, a success resets the count, and `maxConsecutiveFailures` of them pause the run
+   * with `repeated_failures` and the failures as evidence.
+   */
+  private failureGuard(inflight: InflightCall, outcome: Outcome): { guard: RunRecord["guard"]; tripped: string | undefined } {
+    const current = this.run.guard;
+    if (outcome.type !== "tool") return { guard: current, tripped: undefined };
+    if (outcome.ok) return { guard: current.failures ? { ...current, failures: 0, recentFailures: [] } : current, tripped: undefined };
+    const max = this.run.budgets.maxConsecutiveFailures;
+    const failures = (current.failures ?? 0) + 1;
+    const recentFailures = [...(current.recentFailures ?? []), { callSeq: inflight.callSeq, tool: inflight.name, error: outcome.error, message: outcome.message.slice(0, 500) }].slice(-(max ?? 5));
+    const tripped = max !== undefined && failures >= max ? `repeated_failures: ${failures} failed tool calls in a row (last: ${inflight.name}: ${outcome.message.slice(0, 200)})` : undefined;
+    return { guard: { ...current, failures, recentFailures }, tripped };
   }
 
   /** A chained call whose `started` was journaled but that this executor never began. */

@@ -457,6 +457,8 @@ export class Runtime {
             lease: null,
             runningSince: now,
             ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
+            // A person looked at the repeated failures: the count starts again.
+            ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
             ...(options.resolve && current.inflight
               ? { inflight: { ...current.inflight, resolution: { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor } } }
               : {}),

@@ -74,7 +74,13 @@ export interface RunRecord {
   inflight: InflightCall | null;
   waitingFor: WaitingFor | null;
   resources: Record<string, HeldResource>;
-  guard: { lastToolSignature: string | null; repeats: number };
+  guard: {
+    lastToolSignature: string | null;
+    repeats: number;
+    /** Failed tool calls in a row, and the latest of them (the evidence a `repeated_failures` pause shows). */
+    failures?: number;
+    recentFailures?: { callSeq: number; tool: string; error: string; message: string }[];
+  };
   report: CancelReport | null;
   forkedFrom: { runId: string; step: number } | null;
   /** How a requested pause treats an in-flight model call. */

@@ -69,6 +69,7 @@ export const budgetsSchema = z.strictObject({
   maxSteps: z.number().int().positive().optional(),
   maxWallTimeMs: z.number().int().positive().optional(),
   maxRepeatedToolCalls: z.number().int().positive().optional(),
+  maxConsecutiveFailures: z.number().int().positive().optional(),
 });
 
 const reason = z.string().max(2_000).optional();
