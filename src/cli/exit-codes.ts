@@ -14,6 +14,7 @@ const byErrorCode: Record<string, number> = {
   uncertain_effect: exitCode.conflict,
   halted: exitCode.conflict,
   budget_exceeded: exitCode.conflict,
+  already_decided: exitCode.conflict,
   invalid_input: exitCode.usage,
   invalid_state_patch: exitCode.usage,
   unknown_model: exitCode.usage,

@@ -17,6 +17,7 @@ export const errorCodes = [
   "uncertain_effect",
   "halted",
   "budget_exceeded",
+  "already_decided",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -187,5 +188,13 @@ export class BudgetExceededError extends TetherError {
       { runId, budget },
     );
     this.name = "BudgetExceededError";
+  }
+}
+
+/** A second decision on an uncertain call that a person already decided. */
+export class AlreadyDecidedError extends TetherError {
+  constructor(runId: string, callSeq: number, decision: string, actor: string) {
+    super("already_decided", `call ${callSeq} of run ${runId} was already decided (${decision}, by ${actor}); a decision is final`, { runId, callSeq, decision, actor });
+    this.name = "AlreadyDecidedError";
   }
 }

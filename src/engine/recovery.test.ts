@@ -139,6 +139,20 @@ describe("recovery of a call in flight when its worker died", () => {
       expect((await second.effects(run.id)).map((e) => [e.callSeq, e.state, e.result])).toEqual([[1, "done", { id: "order-1", key: "from-the-bank" }]]);
     });
 
+    it("a decision is explicit and final: done needs a result or noResult, and a second decision is refused", async () => {
+      const { ledger, run, second } = await uncertainRun();
+      await expect(second.resume(run.id, { resolve: { action: "done" }, actor: "dana" })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("noResult") });
+      expect((await second.get(run.id)).status).toBe("paused");
+      await second.resume(run.id, { resolve: { action: "done", noResult: true }, actor: "dana" });
+      await expect(second.resume(run.id, { resolve: { action: "retry" }, actor: "erin" })).rejects.toMatchObject({ code: "already_decided", message: expect.stringContaining("by dana") });
+      const done = await second.waitFor(run.id, ["completed", "failed", "paused"]);
+      expect(done.status).toBe("completed");
+      // Carried out: still final.
+      await expect(second.resume(run.id, { resolve: { action: "skip" }, actor: "erin" })).rejects.toMatchObject({ code: "already_decided" });
+      expect(ledger.executionsOf("charge")).toBe(1);
+      expect((await journalOf(second, run.id)).filter((e) => e.type === "call.resolved").map((e) => [e.data.decision, e.data.actor])).toEqual([["done", "dana"]]);
+    });
+
     it("cancelled, it is reported uncertain, never hidden", async () => {
       const { run, second } = await uncertainRun();
       await second.cancel(run.id);

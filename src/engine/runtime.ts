@@ -9,6 +9,7 @@ import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-
 import {
   HaltedError,
   BudgetExceededError,
+  AlreadyDecidedError,
   IllegalTransitionError,
   RunHaltedError,
   InvalidInputError,
@@ -75,8 +76,11 @@ export interface ResumeOptions extends ControlOptions {
   message?: string;
   patch?: unknown;
   force?: boolean;
-  /** A person's decision on an uncertain effect. */
-  resolve?: { action: "retry" | "skip" | "done"; result?: Json };
+  /**
+   * A person's decision on an uncertain effect: `retry` it, `skip` it, or say it is `done`, which
+   * needs the result it had (`result`) or an explicit `noResult: true`. A decision is final.
+   */
+  resolve?: { action: "retry" | "skip" | "done"; result?: Json; noResult?: boolean };
   budgets?: Budgets;
 }
 
@@ -418,7 +422,18 @@ export class Runtime {
       ...(options.patch !== undefined ? { patch: true } : {}),
       ...(options.resolve ? { resolve: options.resolve.action } : {}),
     });
+    if (options.resolve?.action === "done" && options.resolve.result === undefined && !options.resolve.noResult) {
+      throw new InvalidInputError(`resolving call as done needs the result the effect had (result), or an explicit noResult: true; the agent continues with it as the call's result`);
+    }
     const run = await this.control(runId, command, async (current, now) => {
+      const decided = current.inflight?.resolution;
+      if (options.resolve && decided && current.inflight) return { refuse: new AlreadyDecidedError(runId, current.inflight.callSeq, decided.action, decided.actor) };
+      if (options.resolve && !current.inflight?.uncertain) {
+        // Decided, and the decision already carried out: the journal's recent entries say so.
+        const recent = await this.store.readJournal(runId, { afterSeq: Math.max(0, current.journalSeq - 200), limit: 200 });
+        const resolved = recent.findLast((e) => e.type === "call.resolved");
+        if (resolved) return { refuse: new AlreadyDecidedError(runId, resolved.callSeq ?? 0, String(resolved.data.decision), String(resolved.data.actor)) };
+      }
       if (current.status === "running" || current.status === "queued") return { noop: true };
       if (current.status === "pausing") {
         return { refuse: new IllegalTransitionError(runId, "resume", current.status, "a call that cannot be interrupted is finishing; wait until it is paused (pause(id, { wait: true }), waitFor(id, [\"paused\"]), or `tether pause`, which waits), then resume") };

@@ -86,7 +86,7 @@ export interface ResumeBody {
   message?: string;
   patch?: unknown;
   force?: boolean;
-  resolve?: ResolveAction | { action: ResolveAction; result?: Json };
+  resolve?: ResolveAction | { action: ResolveAction; result?: Json; noResult?: boolean };
   budgets?: Budgets;
 }
 

@@ -23,6 +23,7 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   uncertain_effect: 409,
   halted: 409,
   budget_exceeded: 409,
+  already_decided: 409,
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,

@@ -93,7 +93,7 @@ export const resumeBodySchema = z.strictObject({
   message: z.string().optional(),
   patch: z.unknown().optional(),
   force: z.boolean().optional(),
-  resolve: z.union([resolveAction, z.strictObject({ action: resolveAction, result: z.json().optional() })]).optional(),
+  resolve: z.union([resolveAction, z.strictObject({ action: resolveAction, result: z.json().optional(), noResult: z.boolean().optional() })]).optional(),
   budgets: budgetsSchema.optional(),
 });
 

@@ -87,7 +87,7 @@ export class ApiClient {
     return this.runCommand(id, "pause", reason ? { reason } : {});
   }
 
-  resume(id: string, options: { reason?: string; force?: boolean; resolve?: ResolveAction | { action: ResolveAction; result?: Json }; budgets?: Budgets } = {}): Promise<RunView> {
+  resume(id: string, options: { reason?: string; force?: boolean; resolve?: ResolveAction | { action: ResolveAction; result?: Json; noResult?: boolean }; budgets?: Budgets } = {}): Promise<RunView> {
     return this.runCommand(id, "resume", options);
   }
 

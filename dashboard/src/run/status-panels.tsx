@@ -96,7 +96,7 @@ function UncertainPanel(props: { run: RunView; controls: RunControls; message?: 
         return;
       }
     }
-    void props.controls.resume({ resolve: value === undefined ? "done" : { action: "done", result: value } });
+    void props.controls.resume({ resolve: value === undefined ? { action: "done", noResult: true } : { action: "done", result: value } });
   };
   return (
     <div class="panel panel-danger" data-testid="uncertain-panel">

@@ -7,7 +7,7 @@ export type ResumeProblem = { kind: "stale"; reasons: string[]; message: string;
 
 export interface ResumeOptions {
   force?: boolean;
-  resolve?: ResolveAction | { action: ResolveAction; result?: Json };
+  resolve?: ResolveAction | { action: ResolveAction; result?: Json; noResult?: boolean };
   budgets?: Budgets;
 }
 

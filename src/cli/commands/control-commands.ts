@@ -50,18 +50,23 @@ export function controlCommands(program: Command, io: CliIo): void {
       .option("--force", "resume even if the snapshot is stale")
       .option("--resolve <decision>", "decide an uncertain effect: retry, skip, or done")
       .option("--result <json>", "with --resolve done: the result the effect had", jsonArgument("--result"))
+      .option("--no-result", "with --resolve done: the effect happened but has no result to give the agent")
       .option("--reason <text>", "why (journaled with your name)")
       .option("--json", "print the run as JSON"),
   ).action(async function resume(this: Command, runId: string, flags: BudgetFlags & { message?: string; patch?: unknown; force?: boolean; resolve?: string; result?: unknown; reason?: string }) {
+    // commander's --no-result sets result to false; a JSON --result is parsed by jsonArgument.
+    const noResult = flags.result === false && !process.argv.some((a) => a.startsWith("--result"));
+    if (noResult) flags.result = undefined;
     if (flags.resolve !== undefined && !["retry", "skip", "done"].includes(flags.resolve)) throw new UsageError(`--resolve must be retry, skip or done (got "${flags.resolve}")`);
-    if (flags.result !== undefined && flags.resolve !== "done") throw new UsageError("--result goes with --resolve done");
+    if ((flags.result !== undefined || noResult) && flags.resolve !== "done") throw new UsageError("--result and --no-result go with --resolve done");
+    if (flags.resolve === "done" && flags.result === undefined && !noResult) throw new UsageError("--resolve done needs the result the effect had (--result <json>), or --no-result if it has none");
     const body: ResumeBody = {
       reason: flags.reason,
       message: flags.message,
       patch: flags.patch,
       force: flags.force,
       budgets: budgetsFrom(flags),
-      resolve: flags.resolve ? { action: flags.resolve as "retry" | "skip" | "done", ...(flags.result !== undefined ? { result: flags.result as Json } : {}) } : undefined,
+      resolve: flags.resolve ? { action: flags.resolve as "retry" | "skip" | "done", ...(flags.result !== undefined ? { result: flags.result as Json } : {}), ...(noResult ? { noResult: true } : {}) } : undefined,
     };
     await withConnection(this, { agents: true }, async ({ client }, globals) => {
       const run = await client.resume(runId, body);
