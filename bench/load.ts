@@ -6,8 +6,8 @@
  *   tool, LOAD_ROUNDS (default 6) tool rounds, so about 13 steps each.
  * - LOAD_SUBSCRIBERS (default 100) SSE subscribers, each following one run's events from its start
  *   with the real client (TetherClient.events).
- * - control: every LOAD_CONTROL_MS (default 100) a run that is running is paused through the API,
- *   and resumed once paused; latency = from sending the pause to the run's `paused` as the API shows it.
+ * - control: every LOAD_CONTROL_MS (default 100) a running run (each at most once) is paused through
+ *   the API, and resumed once paused; latency = from sending the pause to the run's `paused` as the API shows it.
  * Prints: steps per second, control latency p50/p99/max, SSE lag (journal entry written → received)
  * p50/p99/max, event-loop delay p50/p99, peak RSS, and whether any subscriber missed or duplicated an
  * entry (it must be 0). Writes `bench-results-load.json`. The clients share the worker's process, so
@@ -68,7 +68,11 @@ async function main(): Promise<void> {
 
   const started = performance.now();
   const ids: string[] = [];
-  for (let i = 0; i < runs; i++) ids.push((await client.start("loader", `topic ${i}`)).id);
+  // Started through the API, 50 at a time, as many clients would.
+  for (let i = 0; i < runs; i += 50) {
+    const batch = await Promise.all(Array.from({ length: Math.min(50, runs - i) }, (_, j) => client.start("loader", `topic ${i + j}`)));
+    ids.push(...batch.map((r) => r.id));
+  }
 
   // Subscribers: each follows one run from its first entry until it ends.
   const stop = new AbortController();
@@ -81,11 +85,14 @@ async function main(): Promise<void> {
     received.set(id, seqs);
     const controller = new AbortController();
     stop.signal.addEventListener("abort", () => controller.abort(), { once: true });
+    // Lag counts live entries only: those written after the subscriber connected (the replay of
+    // older ones is not lag).
+    const connectedAt = Date.now();
     try {
       for await (const event of client.events(id, { signal: controller.signal, after: 0 })) {
         if (event.type !== "journal") continue;
         seqs.push(event.seq);
-        lags.push(Date.now() - event.entry.at);
+        if (event.entry.at >= connectedAt) lags.push(Date.now() - event.entry.at);
         if (event.entry.type === "status" && ["completed", "failed", "cancelled"].includes(String(event.entry.data.to))) controller.abort();
       }
     } catch (error) {
@@ -95,12 +102,16 @@ async function main(): Promise<void> {
 
   // A person pausing and resuming running runs through the API, one at a time.
   const controlLatencies: number[] = [];
+  const pausedOnce = new Set<string>();
   let controlErrors = 0;
   const controlling = (async () => {
-    let next = 0;
     while (!stop.signal.aborted) {
       await new Promise((r) => setTimeout(r, controlEveryMs));
-      const id = ids[next++ % ids.length];
+      // Each run is paused at most once: a run paused again and again never gets to finish its call.
+      const running = (await tether.list({ status: ["running"], limit: 100_000 })).filter((r) => !pausedOnce.has(r.id));
+      if (!running.length) continue;
+      const id = running[Math.floor(Math.random() * running.length)].id;
+      pausedOnce.add(id);
       const sent = performance.now();
       try {
         const view = await client.pause(id, { reason: "load check" });
