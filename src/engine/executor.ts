@@ -16,10 +16,9 @@ import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { runCancellation } from "./compensation.js";
 import { planRecovery } from "./recovery.js";
 import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
+import { statusEntry } from "./status-entry.js";
 
-export function statusEntry(at: number, from: RunStatus, to: RunStatus, reason?: string | null, extra: JsonObject = {}): JournalInput {
-  return { type: "status", at, data: { from, to, ...(reason ? { reason } : {}), ...extra } };
-}
+export { statusEntry } from "./status-entry.js";
 
 function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
