@@ -17,6 +17,7 @@ import { runCancellation } from "./compensation.js";
 import { planRecovery } from "./recovery.js";
 import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
 import { statusEntry } from "./status-entry.js";
+import { callEntry, partialText } from "./call-journal.js";
 
 export { statusEntry } from "./status-entry.js";
 
@@ -300,7 +301,7 @@ export class RunExecutor {
     return {
       inflight,
       set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { lastToolSignature: toolSignature(action), repeats } : this.run.guard },
-      entry: { type: "call.started", at, callSeq, data },
+      entry: callEntry("call.started", at, callSeq, data),
     };
   }
 
@@ -373,12 +374,16 @@ export class RunExecutor {
       await this.write({
         set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage) },
         journal: [
-          {
-            type: "call.aborted",
-            at: this.now(),
-            callSeq,
-            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: usageEntry(usage), estimated: outcome.estimated, streamedChars: outcome.text.length, durationMs },
-          },
+          callEntry("call.aborted", this.now(), callSeq, {
+            kind: "model",
+            name: key,
+            reason: String(signal.reason ?? "aborted"),
+            usage: usageEntry(usage),
+            estimated: outcome.estimated,
+            streamedChars: outcome.text.length,
+            ...partialText(outcome.text),
+            durationMs,
+          }),
         ],
       });
     } else {
@@ -387,7 +392,7 @@ export class RunExecutor {
       await this.write({
         set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
         journal: [
-          { type: "call.failed", at: this.now(), callSeq, data: { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs } },
+          callEntry("call.failed", this.now(), callSeq, { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs }),
           ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
         ],
       });
@@ -407,7 +412,7 @@ export class RunExecutor {
       idempotencyKey: idempotencyKey(runId, inflight.callSeq),
       signal,
       progress: (update) => {
-        void this.write({ journal: [{ type: "call.progress", at: this.now(), callSeq: inflight.callSeq, data: { ...update } }] }).catch(() => undefined);
+        void this.write({ journal: [callEntry("call.progress", this.now(), inflight.callSeq, { ...update })] }).catch(() => undefined);
       },
       resource: <T>(name: string) => this.resources.get(name) as T,
     }));
@@ -420,7 +425,7 @@ export class RunExecutor {
       if (error instanceof ToolAbortedError) {
         await this.write({
           set: { inflight: null, waitingFor: null },
-          journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt } }],
+          journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt })],
         });
         return;
       }
@@ -430,7 +435,7 @@ export class RunExecutor {
         await this.write({
           set: { inflight: null, waitingFor: null, ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
           journal: [
-            { type: "call.failed", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt } },
+            callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt }),
             ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
           ],
         });
@@ -503,7 +508,7 @@ export class RunExecutor {
         : undefined;
     const outcomeWrite = {
       set: { step, inflight: null, waitingFor: null, ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}) },
-      journal: [...extra, { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data } as JournalInput],
+      journal: [...extra, callEntry(failed ? "call.failed" : "call.completed", at, inflight.callSeq, data)],
       snapshot,
       ...(effects ? { effects } : {}),
     };
@@ -539,7 +544,7 @@ export class RunExecutor {
   private async notStarted(inflight: InflightCall): Promise<void> {
     await this.write({
       set: { inflight: null, waitingFor: null },
-      journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: "not_started" } }],
+      journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: "not_started" })],
     });
   }
 
@@ -555,7 +560,7 @@ export class RunExecutor {
       case "abandon":
         await this.write({
           set: { inflight: null, waitingFor: null },
-          journal: [note, { type: "call.aborted", at, callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: plan.reason } }],
+          journal: [note, callEntry("call.aborted", at, inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: plan.reason })],
         });
         return;
       case "apply":
@@ -579,7 +584,7 @@ export class RunExecutor {
           },
           journal: [
             note,
-            { type: "call.uncertain", at, callSeq: inflight.callSeq, data: { kind: "tool", name: inflight.name, reason: plan.reason } },
+            callEntry("call.uncertain", at, inflight.callSeq, { kind: "tool", name: inflight.name, reason: plan.reason }),
             ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
           ],
         });
