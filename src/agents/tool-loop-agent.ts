@@ -48,6 +48,16 @@ export function pendingToolCall(messages: readonly Message[]): { toolCallId: str
 }
 
 /**
+ * The model turns a conversation holds: its assistant messages. The loop counts them instead of
+ * keeping a counter in the user's vars, which a strict vars schema would refuse and a patch could overwrite.
+ */
+export function modelTurns(messages: readonly Message[]): number {
+  let turns = 0;
+  for (const message of messages) if (message.role === "assistant") turns++;
+  return turns;
+}
+
+/**
  * The built-in tool-calling loop: model → tool calls → model … until the model answers
  * without calling a tool, or `maxTurns` is reached. Each model call and each tool call is one
  * step, journaled and snapshotted on its own.
@@ -73,14 +83,14 @@ export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
       const messages: Message[] = [];
       if (options.system) messages.push({ role: "system", content: options.system });
       messages.push({ role: "user", content: prompt });
-      return { messages, vars: { turns: 0, ...options.initialVars?.({ prompt }) } };
+      return { messages, vars: { ...options.initialVars?.({ prompt }) } };
     },
     next(state): Action {
       const pending = pendingToolCall(state.messages);
       if (pending) return { type: "tool", toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
       const last = state.messages[state.messages.length - 1];
       if (last?.role === "assistant") return { type: "done", output: last.content };
-      if (Number(state.vars.turns ?? 0) >= maxTurns) {
+      if (modelTurns(state.messages) >= maxTurns) {
         const lastText = [...state.messages].reverse().find((m) => m.role === "assistant");
         return { type: "done", output: lastText?.content ?? `stopped after ${maxTurns} turns` };
       }
@@ -90,7 +100,6 @@ export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
       if (outcome.type === "model") {
         const { text, toolCalls } = outcome.result;
         state.messages.push(toolCalls.length ? { role: "assistant", content: text, toolCalls } : { role: "assistant", content: text });
-        state.vars = { ...state.vars, turns: Number(state.vars.turns ?? 0) + 1 };
         return { recordedInMessage: state.messages.length - 1 };
       }
       if (action.type !== "tool") return;

@@ -1,6 +1,6 @@
 import type { AgentDefinition } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
-import { statusEntry } from "./executor.js";
+import { statusEntry } from "./status-entry.js";
 import type { CommandOutcomes } from "./pending-commands.js";
 import type { CancelReport, EffectRecord, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
 

@@ -16,23 +16,16 @@ import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { runCancellation } from "./compensation.js";
 import { planRecovery } from "./recovery.js";
 import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
+import { statusEntry } from "./status-entry.js";
+import { callEntry, partialText } from "./call-journal.js";
+export { maxPartialTextChars } from "./call-journal.js";
 
-export function statusEntry(at: number, from: RunStatus, to: RunStatus, reason?: string | null, extra: JsonObject = {}): JournalInput {
-  return { type: "status", at, data: { from, to, ...(reason ? { reason } : {}), ...extra } };
-}
+export { statusEntry } from "./status-entry.js";
 
 function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
 }
 
-/** At most this much of an aborted model call's text is journaled (its end: what the model was saying when it stopped). */
-export const maxPartialTextChars = 8_192;
-
-/** The text an aborted model call streamed, bounded: the last `maxPartialTextChars` characters. */
-function partialText(text: string): { partialText?: string; partialTextTruncated?: boolean } {
-  if (text.length === 0) return {};
-  return text.length > maxPartialTextChars ? { partialText: text.slice(-maxPartialTextChars), partialTextTruncated: true } : { partialText: text };
-}
 
 /** The messages a person sent that the agent has not received yet. */
 export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
@@ -342,7 +335,7 @@ export class RunExecutor {
     return {
       inflight,
       set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { ...this.run.guard, lastToolSignature: toolSignature(action), repeats } : this.run.guard },
-      entry: { type: "call.started", at, callSeq, data },
+      entry: callEntry("call.started", at, callSeq, data),
     };
   }
 
@@ -417,12 +410,16 @@ export class RunExecutor {
       await this.write({
         set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage) },
         journal: [
-          {
-            type: "call.aborted",
-            at: this.now(),
-            callSeq,
-            data: { kind: "model", name: key, reason: String(signal.reason ?? "aborted"), usage: usageEntry(usage), estimated: outcome.estimated, streamedChars: outcome.text.length, ...partialText(outcome.text), durationMs },
-          },
+          callEntry("call.aborted", this.now(), callSeq, {
+            kind: "model",
+            name: key,
+            reason: String(signal.reason ?? "aborted"),
+            usage: usageEntry(usage),
+            estimated: outcome.estimated,
+            streamedChars: outcome.text.length,
+            ...partialText(outcome.text),
+            durationMs,
+          }),
         ],
       });
     } else {
@@ -431,7 +428,7 @@ export class RunExecutor {
       await this.write({
         set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
         journal: [
-          { type: "call.failed", at: this.now(), callSeq, data: { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs } },
+          callEntry("call.failed", this.now(), callSeq, { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs }),
           ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
         ],
       });
@@ -451,7 +448,7 @@ export class RunExecutor {
       idempotencyKey: idempotencyKey(runId, inflight.callSeq),
       signal,
       progress: (update) => {
-        void this.write({ journal: [{ type: "call.progress", at: this.now(), callSeq: inflight.callSeq, data: { ...update } }] }).catch(() => undefined);
+        void this.write({ journal: [callEntry("call.progress", this.now(), inflight.callSeq, { ...update })] }).catch(() => undefined);
       },
       resource: <T>(name: string) => this.resources.get(name) as T,
     }));
@@ -466,7 +463,7 @@ export class RunExecutor {
       if (error instanceof ToolAbortedError) {
         await this.write({
           set: { inflight: null, waitingFor: null },
-          journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt } }],
+          journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt })],
         });
         return;
       }
@@ -476,7 +473,7 @@ export class RunExecutor {
         await this.write({
           set: { inflight: null, waitingFor: null, ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
           journal: [
-            { type: "call.failed", at: this.now(), callSeq: inflight.callSeq, data: { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt } },
+            callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt }),
             ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
           ],
         });
@@ -560,7 +557,7 @@ export class RunExecutor {
       },
       journal: [
         ...extra,
-        { type: failed ? "call.failed" : "call.completed", at, callSeq: inflight.callSeq, data } as JournalInput,
+        callEntry(failed ? "call.failed" : "call.completed", at, inflight.callSeq, data),
         ...(tripped ? [{ type: "budget.tripped", at, data: { reason: guard.tripped!, failures: guard.guard.recentFailures ?? [] } } as JournalInput, statusEntry(at, "running", "pausing", guard.tripped)] : []),
       ],
       snapshot,
@@ -615,7 +612,7 @@ export class RunExecutor {
   private async notStarted(inflight: InflightCall): Promise<void> {
     await this.write({
       set: { inflight: null, waitingFor: null },
-      journal: [{ type: "call.aborted", at: this.now(), callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: "not_started" } }],
+      journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: "not_started" })],
     });
   }
 
@@ -631,7 +628,7 @@ export class RunExecutor {
       case "abandon":
         await this.write({
           set: { inflight: null, waitingFor: null },
-          journal: [note, { type: "call.aborted", at, callSeq: inflight.callSeq, data: { kind: inflight.kind, name: inflight.name, reason: plan.reason } }],
+          journal: [note, callEntry("call.aborted", at, inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: plan.reason })],
         });
         return;
       case "apply":
@@ -655,7 +652,7 @@ export class RunExecutor {
           },
           journal: [
             note,
-            { type: "call.uncertain", at, callSeq: inflight.callSeq, data: { kind: "tool", name: inflight.name, reason: plan.reason } },
+            callEntry("call.uncertain", at, inflight.callSeq, { kind: "tool", name: inflight.name, reason: plan.reason }),
             ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
           ],
         });

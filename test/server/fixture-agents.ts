@@ -82,7 +82,7 @@ export function fixtureAgents(options: FixtureOptions = {}, log: FixtureLog = { 
       description: "Publishes drafts and looks things up (fixture).",
       model: new SimulatedModel({ tokensPerSecond: tps, script: writerScript(options.rounds ?? 6) }),
       tools: [publishDraft, lookup],
-      vars: z.looseObject({ turns: z.number(), topic: z.string().optional() }),
+      vars: z.looseObject({ topic: z.string().optional() }),
       maxTurns: 50,
     }),
     toolLoopAgent({
