@@ -129,7 +129,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<void> {
     const newest = Math.max(0, ...applied);
     const known = migrations[migrations.length - 1].version;
     if (newest > known) {
-      throw new TetherError("store_error", `the PostgreSQL schema ${schema} was migrated by a newer Tether (migration ${newest}; this one knows up to ${known}): upgrade Tether`);
+      throw new TetherError("store_too_new", `the PostgreSQL schema ${schema} was migrated by a newer Tether (migration ${newest}; this one knows up to ${known}): upgrade Tether`);
     }
     for (const migration of migrations) {
       if (applied.has(migration.version)) continue;

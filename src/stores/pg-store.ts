@@ -66,8 +66,9 @@ export class PostgresStore implements Store {
   private readonly channel: string;
   private readonly cache = new Map<string, CachedRun>();
   private ready: Promise<void>;
-  private listener: { client: pg.Client; callbacks: Set<(runId: string) => void> } | undefined;
-  private listenerReady: Promise<void> | undefined;
+  private readonly watchers = new Set<(runId: string) => void>();
+  private listening: Promise<void> | undefined;
+  private listenClient: pg.Client | undefined;
   private closed = false;
 
   constructor(private readonly options: PostgresStoreOptions) {
@@ -429,39 +430,75 @@ export class PostgresStore implements Store {
     return (await this.query<TokenRow>(`SELECT * FROM ${this.s}.tokens ORDER BY created_at`)).rows.map(tokenFromRow);
   }
 
+  async runVersions(runIds: readonly string[]): Promise<Map<string, number>> {
+    const { rows } = await this.query<{ id: string; version: number }>(`SELECT id, version FROM ${this.s}.runs WHERE id = ANY($1::text[])`, [[...runIds]]);
+    return new Map(rows.map((row) => [row.id, row.version]));
+  }
+
   /**
    * Calls `onChange` with a run's id whenever a write not fenced by its executing worker lands
    * (a control command, a claim), from any process; `"*"` when a halt is set. One LISTEN
    * connection per store, shared by every watcher. Returns the function that stops it.
    */
   async watchRuns(onChange: (runId: string) => void): Promise<() => void> {
-    if (!this.listener) {
-      const client = new pg.Client({ connectionString: this.options.connectionString });
-      const callbacks = new Set<(runId: string) => void>();
-      this.listener = { client, callbacks };
-      client.on("notification", (message) => {
-        if (message.channel !== this.channel) return;
-        for (const callback of callbacks) callback(message.payload ?? "*");
-      });
-      client.on("error", () => undefined);
-      this.listenerReady = (async () => {
-        await this.ready;
-        await client.connect();
-        await client.query(`LISTEN ${quoteIdentifier(this.channel)}`);
-      })();
+    this.watchers.add(onChange);
+    await (this.listening ??= this.listen());
+    return () => this.watchers.delete(onChange);
+  }
+
+  /**
+   * One LISTEN connection for every watcher of this store. When it drops (the server restarted,
+   * a network cut), it connects again after a second and reports `"*"`: whatever was notified in
+   * between was missed.
+   */
+  private async listen(): Promise<void> {
+    await this.ready;
+    const client = new pg.Client({ connectionString: this.options.connectionString });
+    client.on("notification", (message) => {
+      if (message.channel === this.channel) this.changed(message.payload || "*");
+    });
+    let dropped = false;
+    const reconnect = () => {
+      if (dropped || this.closed) return;
+      dropped = true;
+      this.listenClient = undefined;
+      client.end().catch(() => undefined);
+      const timer = setTimeout(() => {
+        this.listening = this.listen().then(
+          () => this.changed("*"),
+          () => reconnect(),
+        );
+      }, 1000);
+      timer.unref?.();
+    };
+    client.on("error", reconnect);
+    client.on("end", reconnect);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdentifier(this.channel)}`);
+    } catch (error) {
+      reconnect();
+      throw storeError("PostgreSQL store: cannot LISTEN for changes", error);
     }
-    const listener = this.listener;
-    listener.callbacks.add(onChange);
-    await this.listenerReady;
-    return () => listener.callbacks.delete(onChange);
+    this.listenClient = client;
+  }
+
+  private changed(runId: string): void {
+    for (const watcher of this.watchers) {
+      try {
+        watcher(runId);
+      } catch {
+        // A watcher's failure is its own.
+      }
+    }
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const listener = this.listener;
-    this.listener = undefined;
-    await listener?.client.end().catch(() => undefined);
+    this.watchers.clear();
+    await this.listening?.catch(() => undefined);
+    await this.listenClient?.end().catch(() => undefined);
     await this.ready.catch(() => undefined);
     await this.pool.end();
   }
