@@ -826,6 +826,11 @@ export class Runtime {
     }
   }
 
+  /** How many runs this process is executing now (at most `concurrency`). */
+  get executingCount(): number {
+    return this.executors.size;
+  }
+
   isExecuting(runId: string): boolean {
     return this.executors.has(runId);
   }

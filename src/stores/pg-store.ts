@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { RunNotFoundError, SnapshotCorruptError, TetherError } from "../engine/errors.js";
 import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-record.js";
@@ -90,10 +91,14 @@ export class PostgresStore implements Store {
     return this;
   }
 
+  /**
+   * Runs a statement; every statement is prepared (named by a hash of its text) on each pooled
+   * connection the first time that connection runs it, so a step's write is not planned again.
+   */
   private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     await this.ready;
     try {
-      return await this.pool.query<R>(sql, params);
+      return await this.pool.query<R>({ name: statementName(sql), text: sql, values: params });
     } catch (error) {
       if (TetherError.isInstance(error)) throw error;
       throw storeError("PostgreSQL store", error);
@@ -578,6 +583,18 @@ interface TokenRow {
   hash: string;
   created_at: number;
   revoked_at: number | null;
+}
+
+const statementNames = new Map<string, string>();
+
+/** A stable name per statement text (PostgreSQL keeps a prepared statement per name and connection). */
+function statementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `tether_${createHash("sha1").update(sql).digest("hex").slice(0, 20)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
 }
 
 function effectRow(effect: EffectWrite) {
