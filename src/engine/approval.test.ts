@@ -268,6 +268,27 @@ describe("approval before a call", () => {
   });
 });
 
+describe("approval and the stale check", () => {
+  it("a decision that comes after the snapshot went stale leaves the run paused, decided; a forced resume runs the call once", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments();
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model, staleAfterMs: 60_000 })], { clock });
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    await rt.waitFor(run.id, ["paused"]);
+    clock.advance(61_000);
+    const { run: after } = await rt.approve(run.id, { actor: "alice" });
+    expect(after.status).toBe("paused");
+    expect(after.statusReason).toMatch(/^stale_snapshot: the snapshot is 61 s old/);
+    expect(after.approvals?.[0].decision).toMatchObject({ decision: "approved", actor: "alice" });
+    expect(await codeOf(rt.resume(run.id))).toBe("stale_snapshot");
+    await rt.resume(run.id, { force: true, actor: "alice" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 120 }]);
+  });
+});
+
 describe("approval deadlines", () => {
   it("a deadline that passes applies the default (reject), journaled, and the run goes on", async () => {
     const clock = new TestClock();

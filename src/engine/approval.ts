@@ -96,20 +96,32 @@ function decidedEntry(request: ApprovalRequest, decision: ApprovalDecision, extr
       actor: decision.actor,
       decision: decision.decision,
       proposed: request.input,
-      ...(decision.decision === "approved" ? { approved: decision.input ?? request.input, edited: JSON.stringify(decision.input) !== JSON.stringify(request.input) } : {}),
+      ...(decision.decision === "approved"
+        ? { approved: decision.input ?? request.input, edited: decision.input !== undefined && JSON.stringify(decision.input) !== JSON.stringify(request.input) }
+        : {}),
       note: decision.note ?? null,
       ...extra,
     },
   };
 }
 
+/** Why the run's snapshot is stale now (the runtime's stale check); empty when it is not. */
+export type StaleCheck = (run: RunRecord, now: number) => Promise<string[]>;
+
 /**
  * The run once these approvals are in: if none waits any more and the run is paused for them,
- * it runs again (a worker claims it), with the status change journaled.
+ * it runs again (a worker claims it), with the status change journaled. The stale check runs
+ * first, as on every resume: a stale run stays paused for a person to resume (or force) it, and
+ * its decisions hold.
  */
-function continueIfDecided(run: RunRecord, approvals: ApprovalRequest[], now: number, actor: string): { set: RunPatch; journal: JournalInput[] } {
+async function continueIfDecided(run: RunRecord, approvals: ApprovalRequest[], now: number, actor: string, stale: StaleCheck | undefined): Promise<{ set: RunPatch; journal: JournalInput[] }> {
   const waiting = approvals.some((a) => !a.decision);
   if (waiting || run.status !== "paused" || !run.statusReason?.startsWith(approvalRequired)) return { set: { approvals }, journal: [] };
+  const reasons = stale ? await stale(run, now) : [];
+  if (reasons.length) {
+    const statusReason = `stale_snapshot: ${reasons.join("; ")}`;
+    return { set: { approvals, statusReason }, journal: [{ type: "recovery", at: now, data: { problem: statusReason, after: "approvals decided", next: "resume (the stale check runs again), or resume with force" } }] };
+  }
   return {
     set: { approvals, status: "running", statusReason: null, lease: null, runningSince: now },
     journal: [statusEntry(now, "paused", "running", "approvals decided", { actor })],
@@ -122,6 +134,7 @@ export async function decideApproval(
   runId: string,
   verdict: "approved" | "rejected",
   options: ApprovalDecisionInput,
+  stale?: StaleCheck,
 ): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
   const actor = options.actor ?? "local";
   if (verdict === "rejected" && !options.note?.trim()) throw new InvalidInputError("a rejection needs a note: the agent receives it as the call's result");
@@ -142,12 +155,12 @@ export async function decideApproval(
         decision: verdict,
         actor,
         at,
-        ...(verdict === "approved" ? { input: options.input ?? target.input } : {}),
+        ...(verdict === "approved" && options.input !== undefined ? { input: options.input } : {}),
         ...(options.note?.trim() ? { note: options.note.trim() } : {}),
       });
     }
     const approvals = (run.approvals ?? []).map((a) => (decisions.has(a) ? { ...a, decision: decisions.get(a)! } : a));
-    const next = continueIfDecided(run, approvals, at, actor);
+    const next = await continueIfDecided(run, approvals, at, actor, stale);
     const result = await ctx.store.update({
       runId,
       expect: { version: run.version },
@@ -205,7 +218,7 @@ function checkInput(ctx: EngineContext, run: RunRecord, request: ApprovalRequest
  * Applies the deadline of every approval of the run that passed it: `reject` decides it (actor
  * `deadline`), `wait` journals the expiry once and leaves it waiting (the webhooks tell people again).
  */
-export async function expireApprovals(ctx: EngineContext, runId: string): Promise<RunRecord | undefined> {
+export async function expireApprovals(ctx: EngineContext, runId: string, stale?: StaleCheck): Promise<RunRecord | undefined> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const run = await ctx.store.getRun(runId);
     if (!run) return undefined;
@@ -226,7 +239,7 @@ export async function expireApprovals(ctx: EngineContext, runId: string): Promis
       journal.push(decidedEntry(request, decision));
     }
     const approvals = (run.approvals ?? []).map((a) => changed.get(a) ?? a);
-    const next = continueIfDecided(run, approvals, now, "deadline");
+    const next = await continueIfDecided(run, approvals, now, "deadline", stale);
     const result = await ctx.store.update({ runId, expect: { version: run.version }, set: next.set, journal: [...journal, ...next.journal] });
     if (result.ok) {
       ctx.bus.publishJournal(result.journal);

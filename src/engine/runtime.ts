@@ -540,13 +540,16 @@ export class Runtime {
    * continues (in whichever process executes runs).
    */
   async approve(runId: string, options: ApprovalDecisionInput = {}): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
-    return this.decided(await decideApproval(this.ctx, runId, "approved", options));
+    return this.decided(await decideApproval(this.ctx, runId, "approved", options, this.approvalStaleCheck));
   }
 
   /** Rejects a call waiting for approval (`callSeq`; without it, every call waiting): the agent receives `note` as the call's result. */
   async reject(runId: string, options: ApprovalDecisionInput & { note: string }): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
-    return this.decided(await decideApproval(this.ctx, runId, "rejected", options));
+    return this.decided(await decideApproval(this.ctx, runId, "rejected", options, this.approvalStaleCheck));
   }
+
+  /** The resume's stale check, for a run that continues once its approvals are decided. */
+  private readonly approvalStaleCheck = (run: RunRecord, now: number): Promise<string[]> => this.staleReasons(run, this.agentMap.get(run.agent), now);
 
   private decided<T extends { run: RunRecord }>(outcome: T): T {
     if (outcome.run.status === "running" && this.isWorker && !this.closed) this.claimSoon(outcome.run);
@@ -563,7 +566,7 @@ export class Runtime {
     for (const run of await this.store.listRuns({ status: ["paused", "pausing", "halted"], limit: 100_000 })) {
       const deadline = nextApprovalDeadline(run);
       if (deadline === undefined || deadline > now) continue;
-      const after = await expireApprovals(this.ctx, run.id);
+      const after = await expireApprovals(this.ctx, run.id, this.approvalStaleCheck);
       if (after && after.version !== run.version) changed.push(this.decided({ run: after }).run);
     }
     return changed;

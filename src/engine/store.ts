@@ -159,7 +159,7 @@ export interface ApprovalDecision {
   decision: "approved" | "rejected";
   actor: string;
   at: number;
-  /** The arguments the call runs with (a person may edit them); absent on a rejection. */
+  /** The arguments a person edited the call to run with; absent when it runs as proposed (or was rejected). */
   input?: Json;
   note?: string;
 }
