@@ -47,6 +47,22 @@ export function pendingToolCall(messages: readonly Message[]): { toolCallId: str
   return undefined;
 }
 
+/** Every tool call of the newest assistant turn that has no result yet, in order. */
+export function pendingToolCalls(messages: readonly Message[]): { toolCallId: string; toolName: string; input: Json }[] {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message.role !== "assistant") continue;
+    if (!message.toolCalls?.length) return [];
+    const answered = new Set<string>();
+    for (let j = i + 1; j < messages.length; j++) {
+      const later = messages[j];
+      if (later.role === "tool") answered.add(later.toolCallId);
+    }
+    return message.toolCalls.filter((call) => !answered.has(call.toolCallId));
+  }
+  return [];
+}
+
 /**
  * The model turns a conversation holds: its assistant messages. The loop counts them instead of
  * keeping a counter in the user's vars, which a strict vars schema would refuse and a patch could overwrite.
@@ -95,6 +111,9 @@ export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
         return { type: "done", output: lastText?.content ?? `stopped after ${maxTurns} turns` };
       }
       return { type: "model", request: { messages: state.messages, tools: specs } };
+    },
+    upcomingToolCalls(state) {
+      return pendingToolCalls(state.messages).map((call) => ({ type: "tool" as const, toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
     },
     apply(state: AgentState, action: Action, outcome: Outcome) {
       if (outcome.type === "model") {

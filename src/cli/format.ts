@@ -57,6 +57,7 @@ export function nextSteps(run: RunView): string | undefined {
     case "pausing":
       return `waiting for the call in flight to finish; tether cancel ${run.id} to stop it harder`;
     case "paused":
+      if (run.approvals?.some((a) => !a.decision)) return `tether approve ${run.id} [--call N] [--input <json>] · tether reject ${run.id} [--call N] --note <why>`;
       return run.inflight?.uncertain
         ? `tether resume ${run.id} --resolve retry|skip|done · tether cancel ${run.id}`
         : `tether resume ${run.id} [--message <text>] · tether cancel ${run.id}`;
@@ -85,6 +86,10 @@ export function showRun(run: RunView, now: number): string {
     row("in flight", `${run.inflight.kind} ${run.inflight.name} (call ${run.inflight.callSeq})${run.inflight.uncertain ? " UNCERTAIN: may or may not have happened" : ""}`);
   }
   if (run.waitingForMs !== null) row("waiting", `${formatDuration(run.waitingForMs)} on ${run.waitingFor?.kind ?? run.inflight?.kind} ${run.waitingFor?.name ?? run.inflight?.name}`);
+  for (const a of run.approvals ?? []) {
+    const decided = a.decision ? `${a.decision.decision} by ${a.decision.actor}` : `WAITS FOR APPROVAL${a.expiresAt !== null ? ` (deadline in ${formatDuration(Math.max(0, a.expiresAt - now))}, then ${a.onTimeout})` : ""}`;
+    row("approval", `call ${a.callSeq}  ${a.tool} ${shortJson(a.decision?.input ?? a.input, 70)}  ${decided}`);
+  }
   const resources = Object.keys(run.resources);
   if (resources.length) row("resources", resources.join(", "));
   if (run.pendingCompensations.length) {
@@ -150,6 +155,12 @@ export function describeEntry(entry: JournalEntry): string {
       return `${entry.type.replace("resource.", "resource ")} ${str(d.name)}${d.error ? `: ${str(d.error)}` : ""}`;
     case "budget.tripped":
       return `budget tripped: ${str(d.reason)}`;
+    case "approval.requested":
+      return `approval requested: ${str(d.tool)} ${shortJson(d.input, 60)}${call}`;
+    case "approval.decided":
+      return `${str(d.decision)} by ${str(d.actor)}: ${str(d.tool)}${d.edited ? ` with ${shortJson(d.approved, 60)} (proposed ${shortJson(d.proposed, 40)})` : ""}${d.note ? ` "${str(d.note)}"` : ""}${call}`;
+    case "approval.expired":
+      return `approval deadline passed (${str(d.ttlMs)} ms): ${str(d.applied) === "wait" ? "still waiting" : "rejected"}: ${str(d.tool)}${call}`;
     case "recovery":
       return `recovery: ${Object.entries(d).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ")}`;
     default:

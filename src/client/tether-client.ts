@@ -3,8 +3,10 @@ import type { Json } from "../engine/json.js";
 import type { JournalEntry } from "../engine/store.js";
 import type {
   AgentInfo,
+  ApproveBody,
   CancelBody,
   CancelPreviewResponse,
+  DecisionResponse,
   DeltaData,
   EditStateBody,
   ErrorBody,
@@ -15,6 +17,7 @@ import type {
   JournalPage,
   ListRunsQuery,
   PauseBody,
+  RejectBody,
   ResumeBody,
   RunView,
   StateResponse,
@@ -146,6 +149,16 @@ export class TetherClient {
   /** Sends a message to a run without pausing it; the agent receives it before its next model call. */
   async say(runId: string, text: string): Promise<{ run: RunView; message: { id: string; text: string; actor: string; at: number } }> {
     return this.request("POST", `/runs/${encodeURIComponent(runId)}/messages`, { text });
+  }
+
+  /** Approves a call waiting for approval (`callSeq`; without it, every call waiting), optionally with edited arguments (`input`). */
+  approve(runId: string, body: ApproveBody = {}): Promise<DecisionResponse> {
+    return this.request("POST", `/runs/${encodeURIComponent(runId)}/approve`, body);
+  }
+
+  /** Rejects a call waiting for approval: the agent receives `note` as the call's result. */
+  reject(runId: string, body: RejectBody): Promise<DecisionResponse> {
+    return this.request("POST", `/runs/${encodeURIComponent(runId)}/reject`, body);
   }
 
   async fork(runId: string, options: { fromStep: number }): Promise<RunView> {

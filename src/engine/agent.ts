@@ -12,7 +12,7 @@ export type Action =
   | { type: "tool"; toolCallId: string; toolName: string; input: Json }
   | { type: "done"; output: Json };
 
-export type ToolOutcomeError = "invalid_input" | "tool_error" | "timeout" | "unknown_tool" | "skipped";
+export type ToolOutcomeError = "invalid_input" | "tool_error" | "timeout" | "unknown_tool" | "skipped" | "rejected";
 
 export type Outcome =
   | { type: "model"; result: ModelResult }
@@ -49,6 +49,12 @@ export interface AgentDefinition {
   onStale?(state: AgentState, reasons: string[]): Promise<AgentState> | AgentState;
   init(input: Json): AgentState;
   next(state: Readonly<AgentState>): Action;
+  /**
+   * Optional: the tool calls the agent will make next, in order, starting with the one `next`
+   * returns (the rest of one model turn). When one of them needs a person's approval, the run
+   * asks for every such call of the turn at once, and continues once all are decided.
+   */
+  upcomingToolCalls?(state: Readonly<AgentState>): (Action & { type: "tool" })[];
   apply(state: AgentState, action: Action, outcome: Outcome): ApplyResult;
 }
 

@@ -18,6 +18,8 @@ export const errorCodes = [
   "halted",
   "budget_exceeded",
   "already_decided",
+  "no_pending_approval",
+  "approval_pending",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -197,5 +199,32 @@ export class AlreadyDecidedError extends TetherError {
   constructor(runId: string, callSeq: number, decision: string, actor: string) {
     super("already_decided", `call ${callSeq} of run ${runId} was already decided (${decision}, by ${actor}); a decision is final`, { runId, callSeq, decision, actor });
     this.name = "AlreadyDecidedError";
+  }
+}
+
+/** A decision on a run that has no call waiting for approval (or none with that call sequence). */
+export class NoPendingApprovalError extends TetherError {
+  constructor(runId: string, callSeq?: number, pending: number[] = [], status?: string) {
+    const now = status ? ` (it is ${status})` : "";
+    super(
+      "no_pending_approval",
+      callSeq === undefined
+        ? `run ${runId} has no call waiting for approval${now}`
+        : `call ${callSeq} of run ${runId} is not waiting for approval${pending.length ? `; waiting: call ${pending.join(", ")}` : now}`,
+      { runId, ...(callSeq !== undefined ? { callSeq } : {}), pending, ...(status ? { status } : {}) },
+    );
+    this.name = "NoPendingApprovalError";
+  }
+}
+
+/** A resume of a run whose calls still wait for a person's approval: approve or reject them instead. */
+export class ApprovalPendingError extends TetherError {
+  constructor(runId: string, pending: { callSeq: number; tool: string }[]) {
+    super(
+      "approval_pending",
+      `cannot resume run ${runId}: ${pending.map((p) => `${p.tool} (call ${p.callSeq})`).join(", ")} ${pending.length === 1 ? "waits" : "wait"} for approval; approve or reject ${pending.length === 1 ? "it" : "each"} (approve / reject, \`tether approve\`, \`tether reject --note\`), and the run continues once all are decided`,
+      { runId, pending },
+    );
+    this.name = "ApprovalPendingError";
   }
 }

@@ -18,6 +18,8 @@ import { planRecovery } from "./recovery.js";
 import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
 import { statusEntry } from "./status-entry.js";
 import { callEntry, partialText } from "./call-journal.js";
+import { approvalOf, approvalRequests, approvalRequired, mayNeedApproval, needsApproval, withoutApproval } from "./approval.js";
+import type { ApprovalRequest } from "./store.js";
 export { maxPartialTextChars } from "./call-journal.js";
 
 export { statusEntry } from "./status-entry.js";
@@ -270,8 +272,72 @@ export class RunExecutor {
         await this.requestPause(tripped, { type: "budget.tripped", at: this.now(), data: { reason: tripped } });
         continue;
       }
-      await this.gate(action, repeats);
+      let call: Action & { type: "model" | "tool" } = action;
+      if (action.type === "tool") {
+        const approved = await this.approvalGate(action);
+        if (!approved) continue;
+        call = approved;
+      }
+      await this.gate(call, repeats);
     }
+  }
+
+  /**
+   * Before a tool call that needs a person's approval: ask for it (with every other call of its
+   * turn that needs one) and pause; deliver a rejection as the call's result; or let the call
+   * through with the arguments as approved. Undefined when the call does not start now.
+   */
+  private async approvalGate(action: Action & { type: "tool" }): Promise<(Action & { type: "tool" }) | undefined> {
+    const request = approvalOf(this.run, action);
+    const decision = request?.decision;
+    if (decision?.decision === "approved") return { ...action, input: decision.input ?? action.input };
+    if (request && decision?.decision === "rejected") {
+      await this.deliverRejection(action, request);
+      return undefined;
+    }
+    if (request) {
+      // Still waiting for a person (a resume that got past it): pause again, nothing new to ask.
+      const at = this.now();
+      await this.write({ expect: { status: ["running"] }, set: { status: "pausing", statusReason: approvalRequired, pauseMode: "immediate" }, journal: [statusEntry(at, "running", "pausing", approvalRequired)] });
+      return undefined;
+    }
+    if (!(await needsApproval(this.tools.get(action.toolName), action.input))) return action;
+    await this.askApproval(action);
+    return undefined;
+  }
+
+  /** Journals `approval.requested` for the call and the rest of its turn that need approval, and pauses. */
+  private async askApproval(action: Action & { type: "tool" }): Promise<void> {
+    let turn: (Action & { type: "tool" })[];
+    try {
+      turn = this.agent.upcomingToolCalls?.(this.state) ?? [];
+    } catch {
+      turn = [];
+    }
+    if (turn[0]?.toolCallId !== action.toolCallId || turn[0]?.toolName !== action.toolName) turn = [action];
+    const calls: { action: Action & { type: "tool" }; tool: AnyTool; callSeq: number }[] = [];
+    for (const [index, call] of turn.entries()) {
+      const tool = this.tools.get(call.toolName);
+      if (!tool || approvalOf(this.run, call)) continue;
+      // The calls of one turn run in order, one call sequence each: this is the one each will take.
+      if (index === 0 || (await needsApproval(tool, call.input))) calls.push({ action: call, tool, callSeq: this.run.nextCallSeq + index });
+    }
+    const at = this.now();
+    const { approvals, journal } = approvalRequests(this.run, calls, at);
+    await this.write({
+      expect: { status: ["running"] },
+      set: { status: "pausing", statusReason: approvalRequired, pauseMode: "immediate", approvals },
+      journal: [...journal, statusEntry(at, "running", "pausing", approvalRequired)],
+    });
+  }
+
+  /** A rejected call never starts: the refusal is its outcome, journaled and folded in like any other. */
+  private async deliverRejection(action: Action & { type: "tool" }, request: ApprovalRequest): Promise<void> {
+    const { actor, note } = request.decision!;
+    const callSeq = this.run.nextCallSeq;
+    const inflight: InflightCall = { callSeq, kind: "tool", name: action.toolName, action: action as unknown as Json, startedAt: this.now() };
+    const message = actor === "deadline" ? `this call was not run: ${note ?? "its approval expired"}` : `a person (${actor}) rejected this call; it was not run. Their note: ${note ?? "(none)"}`;
+    await this.commitOutcome(action, inflight, { type: "tool", ok: false, error: "rejected", message }, undefined, [], true, { nextCallSeq: callSeq + 1 });
   }
 
   /**
@@ -349,6 +415,8 @@ export class RunExecutor {
     if (action.type === "done") return undefined;
     // Messages waiting for the agent go in before the model call: the loop delivers them first.
     if (action.type === "model" && undeliveredSteering(this.run).length) return undefined;
+    // A call that may need a person's approval passes the loop's own check first.
+    if (action.type === "tool" && (mayNeedApproval(this.tools.get(action.toolName)) || approvalOf(this.run, action))) return undefined;
     const { repeats, tripped } = this.admission(action, usage ? addUsage(this.run.usage, usage) : this.run.usage, step);
     return tripped ? undefined : { action, repeats };
   }
@@ -511,7 +579,7 @@ export class RunExecutor {
   }
 
   /** The outcome, the new snapshot and the usage, in one transaction. */
-  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false): Promise<void> {
+  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false, patch: RunPatch = {}): Promise<void> {
     let recordedIn: number | undefined;
     try {
       const applied = this.agent.apply(this.state, action, outcome);
@@ -540,8 +608,11 @@ export class RunExecutor {
         : undefined;
     const guard = this.failureGuard(inflight, outcome);
     const tripped = guard.tripped && this.run.status === "running";
+    const approvals = withoutApproval(this.run, action);
     const outcomeWrite = {
       set: {
+        ...patch,
+        ...(approvals ? { approvals } : {}),
         step,
         inflight: null,
         waitingFor: null,
@@ -593,7 +664,8 @@ export class RunExecutor {
    */
   private failureGuard(inflight: InflightCall, outcome: Outcome): { guard: RunRecord["guard"]; tripped: string | undefined } {
     const current = this.run.guard;
-    if (outcome.type !== "tool") return { guard: current, tripped: undefined };
+    // A person's rejection is not a failure of the tool.
+    if (outcome.type !== "tool" || (!outcome.ok && outcome.error === "rejected")) return { guard: current, tripped: undefined };
     if (outcome.ok) return { guard: current.failures ? { ...current, failures: 0, recentFailures: [] } : current, tripped: undefined };
     const max = this.run.budgets.maxConsecutiveFailures;
     const failures = (current.failures ?? 0) + 1;

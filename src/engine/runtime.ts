@@ -2,6 +2,7 @@ import type { AgentDefinition } from "./agent.js";
 import { describeShape } from "./input-shape.js";
 import { redactingStore, type SecretRedactor } from "./secrets.js";
 import { sendMessage } from "./steering.js";
+import { decideApproval, expireApprovals, nextApprovalDeadline, undecided, type ApprovalDecisionInput } from "./approval.js";
 import { defaultBudgets, trippedBudget, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
@@ -10,6 +11,7 @@ import {
   HaltedError,
   BudgetExceededError,
   AlreadyDecidedError,
+  ApprovalPendingError,
   IllegalTransitionError,
   RunHaltedError,
   InvalidInputError,
@@ -31,7 +33,7 @@ import { PriceTable } from "./pricing.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import { applyStatePatch, validateMessage } from "./state-edits.js";
 import { isTerminal, type ControlCommandType, type RunStatus } from "./status.js";
-import type { CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, SteeringMessage, Store } from "./store.js";
+import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 
 export interface RuntimeOptions {
@@ -60,6 +62,8 @@ export interface RuntimeOptions {
   concurrency?: number;
   /** How often the worker looks for queued or orphaned runs. */
   workerPollMs?: number;
+  /** How often the worker looks for approvals whose deadline passed (`approvalTtlMs`). Default 1000. */
+  approvalSweepMs?: number;
   compensation?: Partial<CompensationPolicy>;
   /** Known secret values to keep out of everything stored or sent (createTether fills it from the environment). */
   redactor?: SecretRedactor;
@@ -132,6 +136,8 @@ export class Runtime {
   private readonly isWorker: boolean;
   private readonly workerPollMs: number;
   private workerTimer: NodeJS.Timeout | undefined;
+  private approvalTimer: NodeJS.Timeout | undefined;
+  private readonly approvalSweepMs: number;
   private closed = false;
   private readonly watcher: RunWatcher;
   /** Runs this process executes at once. */
@@ -145,6 +151,7 @@ export class Runtime {
     this.agentMap = new Map(options.agents.map((a) => [a.name, a]));
     this.isWorker = options.worker ?? true;
     this.workerPollMs = options.workerPollMs ?? 100;
+    this.approvalSweepMs = options.approvalSweepMs ?? 1_000;
     const ids = options.ids ?? randomIds;
     this.ctx = {
       store: this.store,
@@ -196,6 +203,8 @@ export class Runtime {
     this.workerTimer = setInterval(() => this.claimSoonAvailable(), this.workerPollMs);
     this.workerTimer.unref?.();
     this.claimSoonAvailable();
+    this.approvalTimer = setInterval(() => void this.expireApprovals().catch(() => undefined), this.approvalSweepMs);
+    this.approvalTimer.unref?.();
   }
 
   /** Looks for work now, unless a look is under way (then once more after it). */
@@ -217,6 +226,8 @@ export class Runtime {
   stopWorker(): void {
     clearInterval(this.workerTimer);
     this.workerTimer = undefined;
+    clearInterval(this.approvalTimer);
+    this.approvalTimer = undefined;
   }
 
   /** Stops this process's work without changing any run: their leases lapse and any worker recovers them. */
@@ -485,6 +496,8 @@ export class Runtime {
       if (current.status === "halted") return { refuse: new RunHaltedError(runId, "resume") };
       if (current.status !== "paused") return { refuse: new IllegalTransitionError(runId, "resume", current.status) };
       if (current.inflight?.uncertain && !options.resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
+      const awaiting = undecided(current);
+      if (awaiting.length) return { refuse: new ApprovalPendingError(runId, awaiting.map((a) => ({ callSeq: a.callSeq, tool: a.tool }))) };
       const agent = this.agentMap.get(current.agent);
       const stored = await this.store.loadState(runId);
       let { state, writer } = restoreState(runId, stored);
@@ -563,6 +576,44 @@ export class Runtime {
     // A run executing here hears of it at once; another process's through its control poll.
     this.executors.get(runId)?.executor.observe(sent.run);
     return sent;
+  }
+
+  /**
+   * Approves a call waiting for approval (`callSeq`; without it, every call waiting): it runs once,
+   * with `input` instead of the proposed arguments if given. Once no call waits any more, the run
+   * continues (in whichever process executes runs).
+   */
+  async approve(runId: string, options: ApprovalDecisionInput = {}): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
+    return this.decided(await decideApproval(this.ctx, runId, "approved", options, this.approvalStaleCheck));
+  }
+
+  /** Rejects a call waiting for approval (`callSeq`; without it, every call waiting): the agent receives `note` as the call's result. */
+  async reject(runId: string, options: ApprovalDecisionInput & { note: string }): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
+    return this.decided(await decideApproval(this.ctx, runId, "rejected", options, this.approvalStaleCheck));
+  }
+
+  /** The resume's stale check, for a run that continues once its approvals are decided. */
+  private readonly approvalStaleCheck = (run: RunRecord, now: number): Promise<string[]> => this.staleReasons(run, this.agentMap.get(run.agent), now);
+
+  private decided<T extends { run: RunRecord }>(outcome: T): T {
+    if (outcome.run.status === "running" && this.isWorker && !this.closed) this.claimSoon(outcome.run);
+    return outcome;
+  }
+
+  /**
+   * Applies every approval deadline that has passed (`approvalTtlMs` and `onApprovalTimeout`);
+   * a worker does this every `approvalSweepMs`. Returns the runs it changed.
+   */
+  async expireApprovals(): Promise<RunRecord[]> {
+    const now = this.ctx.clock.now();
+    const changed: RunRecord[] = [];
+    for (const run of await this.store.listRuns({ status: ["paused", "pausing", "halted"], limit: 100_000 })) {
+      const deadline = nextApprovalDeadline(run);
+      if (deadline === undefined || deadline > now) continue;
+      const after = await expireApprovals(this.ctx, run.id, this.approvalStaleCheck);
+      if (after && after.version !== run.version) changed.push(this.decided({ run: after }).run);
+    }
+    return changed;
   }
 
   /** Adds a message or applies a state patch to a paused run, without resuming it. */

@@ -90,6 +90,12 @@ export interface RunRecord {
    * those after `delivered` at its next step boundary. Absent on runs stored before it existed.
    */
   steering?: SteeringQueue;
+  /**
+   * Calls waiting for (or carrying) a person's decision, in call order: requested when a call
+   * that needs approval is next, removed once its outcome is journaled. Absent on runs stored
+   * before approvals existed.
+   */
+  approvals?: ApprovalRequest[];
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -121,6 +127,7 @@ export type RunPatch = Partial<
     | "pauseMode"
     | "lease"
     | "steering"
+    | "approvals"
   >
 >;
 
@@ -129,6 +136,32 @@ export interface SteeringMessage {
   text: string;
   actor: string;
   at: number;
+}
+
+/** A call that needs a person's approval before it starts (approval.ts). */
+export interface ApprovalRequest {
+  /** The call sequence the call takes when it runs (the calls of one turn run in order). */
+  callSeq: number;
+  toolCallId: string;
+  tool: string;
+  /** The arguments the agent proposed. */
+  input: Json;
+  requestedAt: number;
+  /** When `onTimeout` applies, or null for no deadline. */
+  expiresAt: number | null;
+  onTimeout: "reject" | "wait";
+  /** Set once the deadline passed with `onTimeout: "wait"`: the expiry is journaled once. */
+  expired?: boolean;
+  decision?: ApprovalDecision;
+}
+
+export interface ApprovalDecision {
+  decision: "approved" | "rejected";
+  actor: string;
+  at: number;
+  /** The arguments a person edited the call to run with; absent when it runs as proposed (or was rejected). */
+  input?: Json;
+  note?: string;
 }
 
 export interface SteeringQueue {
@@ -160,7 +193,10 @@ export type JournalType =
   | "message.queued"
   | "message.delivered"
   | "recovery"
-  | "webhook.delivery";
+  | "webhook.delivery"
+  | "approval.requested"
+  | "approval.decided"
+  | "approval.expired";
 
 export interface JournalInput {
   type: JournalType;

@@ -53,6 +53,15 @@ export interface ToolDefinition<I = unknown, O = unknown> {
   /** Is the world still as this effect left it? Return a reason string if not. */
   revalidate?(input: I, result: O): Promise<true | string> | true | string;
   timeoutMs?: number;
+  /**
+   * A person approves each call before it starts: always (`true`), or when this returns true for
+   * the call's arguments. The run pauses with `approval_required` until someone decides.
+   */
+  needsApproval?: boolean | ((input: I) => boolean | Promise<boolean>);
+  /** How long an approval may wait; then `onApprovalTimeout` applies. Default: no deadline. */
+  approvalTtlMs?: number;
+  /** When `approvalTtlMs` passes: reject the call (default), or keep waiting and notify again. */
+  onApprovalTimeout?: "reject" | "wait";
 }
 
 export interface Tool<I = unknown, O = unknown> extends ToolDefinition<I, O> {
@@ -65,6 +74,9 @@ export type AnyTool = Tool<any, any>;
 export function tool<I, O>(definition: ToolDefinition<I, O>): Tool<I, O> {
   if (!/^[a-zA-Z0-9_-]{1,64}$/.test(definition.name)) {
     throw new TypeError(`tool name "${definition.name}" must be 1-64 letters, digits, "_" or "-"`);
+  }
+  if (definition.approvalTtlMs !== undefined && !(Number.isFinite(definition.approvalTtlMs) && definition.approvalTtlMs > 0)) {
+    throw new TypeError(`tool ${definition.name}: approvalTtlMs must be a positive number of milliseconds`);
   }
   const inputSchema = z.toJSONSchema(definition.input, { unrepresentable: "any" }) as Json;
   return {

@@ -284,6 +284,53 @@ describe("webhooks: restarts", () => {
   });
 });
 
+describe("webhooks: a call waiting for approval", () => {
+  it("tells the receiver once, with the links to approve and reject, and again when the deadline passes with onApprovalTimeout wait", async () => {
+    const clock = new TestClock();
+    const transfer = tool({
+      name: "transfer",
+      description: "Move money",
+      input: z.object({ amount: z.number() }),
+      needsApproval: true,
+      approvalTtlMs: 60_000,
+      onApprovalTimeout: "wait",
+      execute: ({ amount }) => ({ moved: amount }),
+    });
+    const banker = toolLoopAgent({
+      name: "banker",
+      tools: [transfer],
+      model: new SimulatedModel({ tokensPerSecond: Number.POSITIVE_INFINITY, script: ({ turn }) => (turn === 0 ? { text: "Moving.", toolCalls: [{ toolName: "transfer", input: { amount: 5 } }] } : { text: "Moved." }) }),
+    });
+    h = harness([banker], { clock });
+    const rt = h.runtime;
+    const hook = await receiver();
+    cleanups.push(hook.close);
+    const notifier = notify(rt, { url: hook.url, clock });
+    await notifier.caughtUp;
+    const run = await rt.start("banker", "move it");
+    await rt.waitFor(run.id, ["paused"]);
+    await notifier.idle();
+    expect(hook.requests).toHaveLength(1);
+    const first = JSON.parse(hook.requests[0].body) as RunWaitingPayload;
+    expect(first).toMatchObject({ reason: "approval_required", links: { approve: `https://tether.example.com/api/v1/runs/${run.id}/approve`, reject: `https://tether.example.com/api/v1/runs/${run.id}/reject` } });
+
+    clock.advance(60_001);
+    await rt.expireApprovals();
+    await notifier.idle();
+    expect(hook.requests).toHaveLength(2);
+    const again = JSON.parse(hook.requests[1].body) as RunWaitingPayload;
+    const journal = await journalOf(rt, run.id);
+    const expired = journal.find((e) => e.type === "approval.expired");
+    expect(again).toMatchObject({ reason: "approval_required", waitSeq: expired?.seq });
+    expect(again.id).not.toBe(first.id);
+    expect(verifyWebhookSignature({ body: hook.requests[1].body, header: hook.requests[1].headers["tether-signature"] as string, secret }).valid).toBe(true);
+    expect(deliveries(journal).map((e) => [e.data.waitSeq, e.data.outcome])).toEqual([
+      [pauses(journal)[0].seq, "delivered"],
+      [expired?.seq, "delivered"],
+    ]);
+  });
+});
+
 describe("webhooks: configuration", () => {
   it("refuses a configuration it cannot use, saying what to fix, without echoing the secret", async () => {
     h = harness([researcher]);

@@ -48,7 +48,8 @@ interface WaitStart {
  * Tells people that a run waits for them. Listens to the runtime's events in the process that
  * writes the pause (the worker): when a run pauses for a person (`waitingForPerson`), each
  * configured webhook gets one signed POST for that wait, retried with exponential backoff,
- * every attempt journaled as `webhook.delivery` on the run. On start it catches up: a run
+ * every attempt journaled as `webhook.delivery` on the run. An approval whose deadline passes
+ * with `onApprovalTimeout: "wait"` begins a new wait, told again. On start it catches up: a run
  * already waiting whose journal shows no delivery to a webhook since its wait began gets one.
  */
 export function startWebhookNotifier(runtime: Runtime, options: WebhookNotifierOptions): WebhookNotifier {
@@ -192,7 +193,9 @@ export function startWebhookNotifier(runtime: Runtime, options: WebhookNotifierO
   const unsubscribe = runtime.bus.subscribeAll((event: RunEvent) => {
     if (event.kind !== "journal" || stopping.signal.aborted) return;
     const { entry } = event;
-    if (entry.type !== "status" || entry.data.to !== "paused") return;
+    // An approval whose deadline passed with `onApprovalTimeout: "wait"` keeps waiting: people are told again.
+    const waitsAgain = entry.type === "approval.expired" && entry.data.applied === "wait";
+    if (!waitsAgain && (entry.type !== "status" || entry.data.to !== "paused")) return;
     track(waitBegan(entry.runId, { seq: entry.seq, at: entry.at }, new Map()));
   });
 

@@ -3,7 +3,7 @@ import type { Json, JsonObject } from "../engine/json.js";
 import type { CancelPreview } from "../engine/runtime.js";
 import type { AgentState } from "../engine/state.js";
 import type { RunStatus } from "../engine/status.js";
-import type { ApiTokenRecord, HaltRecord, JournalEntry, RunRecord } from "../engine/store.js";
+import type { ApiTokenRecord, ApprovalRequest, HaltRecord, JournalEntry, RunRecord } from "../engine/store.js";
 
 /** The wire shapes of the HTTP API (docs/http-api.md), shared by the server and the typed client. */
 
@@ -88,6 +88,27 @@ export interface ResumeBody {
   force?: boolean;
   resolve?: ResolveAction | { action: ResolveAction; result?: Json; noResult?: boolean };
   budgets?: Budgets;
+}
+
+export interface ApproveBody {
+  /** The call to approve; without it, every call waiting for approval. */
+  callSeq?: number;
+  /** Run the call with these arguments instead of the proposed ones. */
+  input?: Json;
+  note?: string;
+}
+
+export interface RejectBody {
+  /** The call to reject; without it, every call waiting for approval. */
+  callSeq?: number;
+  /** Why: the agent receives it as the call's result. */
+  note: string;
+}
+
+/** A decision's answer: the run, and the calls the decision applied to. */
+export interface DecisionResponse {
+  run: RunView;
+  decided: ApprovalRequest[];
 }
 
 export interface CancelBody {

@@ -24,6 +24,8 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   halted: 409,
   budget_exceeded: 409,
   already_decided: 409,
+  no_pending_approval: 409,
+  approval_pending: 409,
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,

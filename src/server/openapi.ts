@@ -3,7 +3,7 @@ import { errorCodes, type ErrorCode } from "../engine/errors.js";
 import { runStatuses } from "../engine/status.js";
 import { roles, type Role } from "./api-types.js";
 import { httpStatusOf } from "./http-errors.js";
-import { cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, sayBodySchema, startBodySchema } from "./validation.js";
+import { approveBodySchema, rejectBodySchema, cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, sayBodySchema, startBodySchema } from "./validation.js";
 
 /**
  * The OpenAPI 3.1 description of the HTTP API, served at `GET /api/v1/openapi.json`. Request
@@ -75,7 +75,7 @@ export const routeDocs: RouteDoc[] = [
     role: "operator",
     body: resumeBodySchema,
     success: { status: 200, description: "{ run: RunView }" },
-    errors: ["run_not_found", "illegal_transition", "stale_snapshot", "snapshot_corrupt", "uncertain_effect", "invalid_state_patch", "halted"],
+    errors: ["run_not_found", "illegal_transition", "stale_snapshot", "snapshot_corrupt", "uncertain_effect", "invalid_state_patch", "halted", "approval_pending"],
   },
   { method: "post", path: "/runs/{id}/cancel", summary: "Cancel a run; its effects are compensated", role: "operator", body: cancelBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition"] },
   { method: "post", path: "/runs/{id}/state", summary: "Edit a paused run's state: add a message, patch its vars", role: "operator", body: editStateBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "invalid_state_patch"] },
@@ -87,6 +87,24 @@ export const routeDocs: RouteDoc[] = [
     body: sayBodySchema,
     success: { status: 202, description: "{ run: RunView, message: { id, text, actor, at } }" },
     errors: ["run_not_found", "illegal_transition", "invalid_state_patch"],
+  },
+  {
+    method: "post",
+    path: "/runs/{id}/approve",
+    summary: "Approve a call waiting for approval (callSeq; without it, every call waiting), optionally with edited arguments; the run continues once no call waits",
+    role: "operator",
+    body: approveBodySchema,
+    success: { status: 200, description: "{ run: RunView, decided: ApprovalRequest[] }" },
+    errors: ["run_not_found", "no_pending_approval", "already_decided"],
+  },
+  {
+    method: "post",
+    path: "/runs/{id}/reject",
+    summary: "Reject a call waiting for approval with a note: the agent receives it as the call's result",
+    role: "operator",
+    body: rejectBodySchema,
+    success: { status: 200, description: "{ run: RunView, decided: ApprovalRequest[] }" },
+    errors: ["run_not_found", "no_pending_approval", "already_decided"],
   },
   { method: "post", path: "/runs/{id}/fork", summary: "A new run from a step of this one", role: "operator", body: forkBodySchema, success: { status: 201, description: "{ run: RunView }" }, errors: ["run_not_found"] },
   { method: "get", path: "/runs/{id}/events", summary: "The run's journal and live model text as server-sent events", role: "viewer", query: [after], success: { status: 200, description: "text/event-stream: `journal` and `delta` events", stream: true }, errors: ["run_not_found"] },

@@ -108,6 +108,17 @@ export const editStateBodySchema = z
 
 export const forkBodySchema = z.strictObject({ fromStep: z.number().int().min(0) });
 
+export const approveBodySchema = z.strictObject({
+  callSeq: z.number().int().min(1).optional(),
+  input: z.json().optional(),
+  note: z.string().max(10_000).optional(),
+});
+
+export const rejectBodySchema = z.strictObject({
+  callSeq: z.number().int().min(1).optional(),
+  note: z.string().trim().min(1, "a rejection needs a note: the agent receives it as the call's result").max(10_000),
+});
+
 export const sayBodySchema = z.strictObject({ text: z.string().min(1).max(100_000) });
 
 export const haltBodySchema = z.strictObject({

@@ -97,6 +97,9 @@ export const journalTypeCode: Readonly<Record<JournalType, number>> = {
   "message.queued": 27,
   "message.delivered": 28,
   "webhook.delivery": 30,
+  "approval.requested": 31,
+  "approval.decided": 32,
+  "approval.expired": 33,
 };
 
 const journalTypeByCode = new Map(Object.entries(journalTypeCode).map(([type, code]) => [code, type as JournalType]));

@@ -5,7 +5,9 @@ import { tool, type Tool, type ToolContext, type ToolDefinition } from "../engin
 import { inputSchemaFromJsonSchema } from "./json-schema-input.js";
 
 /** What the AI SDK tool cannot say about itself: Tether's effect declarations. */
-export type AiSdkToolDeclarations<I, O> = Partial<Pick<ToolDefinition<I, O>, "abortable" | "idempotent" | "check" | "compensate" | "revalidate" | "timeoutMs" | "output">>;
+export type AiSdkToolDeclarations<I, O> = Partial<
+  Pick<ToolDefinition<I, O>, "abortable" | "idempotent" | "check" | "compensate" | "revalidate" | "timeoutMs" | "output" | "needsApproval" | "approvalTtlMs" | "onApprovalTimeout">
+>;
 
 function isZodSchema(schema: unknown): schema is z.ZodType {
   return schema instanceof z.ZodType;
@@ -16,7 +18,8 @@ function isZodSchema(schema: unknown): schema is z.ZodType {
  * input schema is used as is; any other schema (`jsonSchema()`, zod 3, Standard Schema) is
  * validated through its JSON Schema. `execute` gets the call's AbortSignal as `abortSignal`;
  * declare `abortable: true` only if it honours it. A streaming `execute` (an async iterable)
- * yields its last value as the result.
+ * yields its last value as the result. The tool's own `needsApproval` (a boolean or a predicate
+ * on its arguments) is honoured: the run pauses for a person's approval before such a call.
  */
 export function fromAiSdkTool<I, O>(name: string, aiTool: AiSdkTool<I, O>, declarations: AiSdkToolDeclarations<I, O> = {}): Tool<I, O> {
   const execute = aiTool.execute;
@@ -33,8 +36,15 @@ export function fromAiSdkTool<I, O>(name: string, aiTool: AiSdkTool<I, O>, decla
     jsonSchema = resolved as Json;
     input = inputSchemaFromJsonSchema(jsonSchema).schema as unknown as z.ZodType<I>;
   }
+  const aiNeedsApproval = aiTool.needsApproval;
+  const needsApproval: ToolDefinition<I, O>["needsApproval"] =
+    declarations.needsApproval ??
+    (typeof aiNeedsApproval === "function"
+      ? async (value: I) => (await aiNeedsApproval(value as never, { toolCallId: "", messages: [] })) === true
+      : aiNeedsApproval);
   const wrapped = tool<I, O>({
     ...declarations,
+    ...(needsApproval !== undefined ? { needsApproval } : {}),
     name,
     description: aiTool.description ?? name,
     input,

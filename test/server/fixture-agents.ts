@@ -100,3 +100,37 @@ export function fixtureAgents(options: FixtureOptions = {}, log: FixtureLog = { 
     }),
   ];
 }
+
+/**
+ * A payer whose `send_payment` needs a person's approval (fixture, not in `fixtureAgents`): its
+ * first turn asks for one payment, or two when the prompt says "two"; every payment sent is logged.
+ */
+export function approvalAgent(log: FixtureLog = { executed: [], compensated: [] }, options: { logFile?: string } = {}): AgentDefinition {
+  const sendPayment = tool({
+    name: "send_payment",
+    description: "Send a payment; a person approves each first.",
+    input: z.object({ to: z.string(), amount: z.number().positive() }),
+    needsApproval: true,
+    execute: async ({ to, amount }, ctx) => {
+      const line = `send_payment ${to} ${amount} ${ctx.idempotencyKey}`;
+      log.executed.push(line);
+      if (options.logFile) appendFileSync(options.logFile, `executed ${line}\n`);
+      return { sent: amount, to };
+    },
+  });
+  return toolLoopAgent({
+    name: "payer",
+    description: "Sends payments a person approves (fixture).",
+    model: new SimulatedModel({
+      tokensPerSecond: Number.POSITIVE_INFINITY,
+      script: ({ turn, request }) => {
+        if (turn > 0) return { text: "The payments are handled." };
+        const prompt = String(request.messages.find((m) => m.role === "user")?.content ?? "");
+        const calls = [{ toolName: "send_payment", input: { to: "acme", amount: 120 } }];
+        if (prompt.includes("two")) calls.push({ toolName: "send_payment", input: { to: "globex", amount: 80 } });
+        return { text: "Sending the payment.", toolCalls: calls };
+      },
+    }),
+    tools: [sendPayment],
+  });
+}

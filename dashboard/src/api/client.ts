@@ -4,6 +4,7 @@ import type {
   AgentInfo,
   Budgets,
   CancelPreviewResponse,
+  DecisionResponse,
   HaltResponse,
   HaltsResponse,
   Json,
@@ -93,6 +94,14 @@ export class ApiClient {
 
   cancel(id: string, reason?: string): Promise<RunView> {
     return this.runCommand(id, "cancel", reason ? { reason } : {});
+  }
+
+  approve(id: string, body: { callSeq?: number; input?: Json; note?: string }): Promise<DecisionResponse> {
+    return this.call("POST", `/runs/${encodeURIComponent(id)}/approve`, body);
+  }
+
+  reject(id: string, body: { callSeq?: number; note: string }): Promise<DecisionResponse> {
+    return this.call("POST", `/runs/${encodeURIComponent(id)}/reject`, body);
   }
 
   editState(id: string, edit: { message?: string; patch?: { vars: Json } }): Promise<RunView> {

@@ -85,7 +85,7 @@ export function RunPage(props: { id: string }) {
       </div>
       <StatusPanels received={data.run} controls={controls} onRefresh={async () => {
           await Promise.all([data.refreshRun(), data.refreshState()]);
-        }} onOpenCancel={() => setCancelOpen(true)} />
+        }} onOpenCancel={() => setCancelOpen(true)} onRun={data.setRun} />
       <div class="run-grid">
         <div class="run-main stack">
           <LiveOutput run={run} timeline={timeline} texts={data.texts} state={data.state} connectedAt={data.connectedAt} />

@@ -7,6 +7,7 @@ import { clockTime, formatDuration } from "../ui/format.js";
 import { Icon, Spinner } from "../ui/icons.js";
 import { JsonView } from "../ui/json-view.js";
 import { useNow } from "../ui/use-now.js";
+import { ApprovalPanel } from "./approval-panel.js";
 import { RaiseBudgets } from "./raise-budgets.js";
 import type { RunControls } from "./use-run-controls.js";
 
@@ -186,7 +187,7 @@ function CancelReportPanel(props: { run: RunView }) {
 }
 
 /** The banner under the controls: what the run's status means now and what a person can do. */
-export function StatusPanels(props: { received: ReceivedRun; controls: RunControls; onRefresh: () => Promise<void>; onOpenCancel: () => void }) {
+export function StatusPanels(props: { received: ReceivedRun; controls: RunControls; onRefresh: () => Promise<void>; onOpenCancel: () => void; onRun(run: RunView): void }) {
   const { run } = props.received;
   const { controls } = props;
   const panels = [];
@@ -199,6 +200,10 @@ export function StatusPanels(props: { received: ReceivedRun; controls: RunContro
     case "paused":
       // An uncertain effect is why it paused; its panel says so.
       if (run.inflight?.uncertain) break;
+      if (run.approvals?.some((a) => !a.decision)) {
+        panels.push(<ApprovalPanel key="approval" run={run} onRun={props.onRun} />);
+        break;
+      }
       panels.push(
         <div key="paused" class="panel panel-warn" data-testid="paused-panel">
           <Icon name="pause" />

@@ -35,6 +35,34 @@ describe("buildTimeline", () => {
     expect(timeline.current).toBeUndefined();
   });
 
+  it("shows approvals as markers and in the audit trail; a rejected call, which never started, still counts its step", () => {
+    seq = 0;
+    const timeline = buildTimeline([
+      entry("run.created", { agent: "a", owner: "olivia" }),
+      entry("call.started", { kind: "model", name: "sim", messages: 2, tools: 1 }, 1),
+      entry("call.completed", { kind: "model", name: "sim", resultInMessage: 2 }, 1),
+      entry("approval.requested", { tool: "pay", toolCallId: "c1", input: { amount: 5 }, expiresAt: null, onTimeout: "reject" }, 2),
+      entry("approval.requested", { tool: "pay", toolCallId: "c2", input: { amount: 9 }, expiresAt: null, onTimeout: "reject" }, 3),
+      entry("approval.decided", { tool: "pay", actor: "alice", decision: "approved", proposed: { amount: 5 }, approved: { amount: 4 }, edited: true, note: null }, 2),
+      entry("approval.decided", { tool: "pay", actor: "bob", decision: "rejected", proposed: { amount: 9 }, note: "no" }, 3),
+      entry("call.started", { kind: "tool", name: "pay", input: { amount: 4 } }, 2),
+      entry("call.completed", { kind: "tool", name: "pay", resultInMessage: 3 }, 2),
+      entry("call.failed", { kind: "tool", name: "pay", error: "rejected", message: "rejected", resultInMessage: 4 }, 3),
+    ]);
+    const calls = [...timeline.calls.values()];
+    expect(calls.map((c) => [c.callSeq, callStatus(c), c.step, c.input ?? null])).toEqual([
+      [1, "completed", 1, null],
+      [2, "completed", 2, { amount: 4 }],
+      [3, "failed", 3, { amount: 9 }],
+    ]);
+    expect(timeline.audit.map((a) => [a.actor, a.action, a.reason, a.detail])).toEqual([
+      ["alice", "approve", null, "call #2, arguments edited"],
+      ["bob", "reject", "no", "call #3"],
+    ]);
+    const markers = timeline.items.flatMap((i) => (i.type === "marker" && i.marker.kind === "approval" ? [i.marker.title] : []));
+    expect(markers).toEqual(["pay (call #2) needs approval", "pay (call #3) needs approval", "alice approved pay (call #2)", "bob rejected pay (call #3)"]);
+  });
+
   it("starts counting steps where a fork was taken", () => {
     seq = 0;
     const timeline = buildTimeline([

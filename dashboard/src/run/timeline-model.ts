@@ -49,7 +49,7 @@ export interface CallView {
 export interface MarkerView {
   seq: number;
   at: number;
-  kind: "status" | "edit" | "budget" | "recovery" | "resource" | "created";
+  kind: "status" | "edit" | "budget" | "recovery" | "resource" | "created" | "approval";
   title: string;
   detail?: string;
   tone: "neutral" | "info" | "warn" | "danger" | "success";
@@ -155,6 +155,8 @@ export function buildTimeline(entries: readonly JournalEntry[]): Timeline {
   const audit: AuditEntry[] = [];
   let step = 0;
   let current: CallView | undefined;
+  /** Calls asked for approval, by call sequence: a rejected one never starts, so its outcome is the first entry it has. */
+  const proposed = new Map<number, { input: unknown; seq: number; at: number }>();
   const marker = (m: MarkerView) => items.push({ type: "marker", marker: m });
 
   for (const entry of entries) {
@@ -196,6 +198,12 @@ export function buildTimeline(entries: readonly JournalEntry[]): Timeline {
       }
       case "call.completed":
       case "call.failed": {
+        if (!call && callSeq !== undefined && data.error === "rejected") {
+          const asked = proposed.get(callSeq);
+          call = { callSeq, kind: "tool", name: str(data.name) ?? "?", startedAt: asked?.at ?? entry.at, progress: [], seq: asked?.seq ?? entry.seq, input: (asked?.input ?? null) as CallView["input"] };
+          calls.set(callSeq, call);
+          items.push({ type: "call", call });
+        }
         if (!call) break;
         call.outcome = entry.type === "call.completed" ? "completed" : "failed";
         call.endedAt = entry.at;
@@ -292,6 +300,20 @@ export function buildTimeline(entries: readonly JournalEntry[]): Timeline {
       }
       case "budget.tripped":
         marker({ seq: entry.seq, at: entry.at, kind: "budget", title: "Budget tripped", detail: str(data.reason), tone: "warn" });
+        break;
+      case "approval.requested":
+        if (callSeq !== undefined) proposed.set(callSeq, { input: data.input ?? null, seq: entry.seq, at: entry.at });
+        marker({ seq: entry.seq, at: entry.at, kind: "approval", title: `${str(data.tool) ?? "A call"} (call #${entry.callSeq ?? "?"}) needs approval`, detail: JSON.stringify(data.input ?? null), tone: "warn" });
+        break;
+      case "approval.decided": {
+        const decision = str(data.decision) ?? "?";
+        const detail = [data.edited ? `with ${JSON.stringify(data.approved)} (proposed ${JSON.stringify(data.proposed)})` : "", str(data.note) ?? ""].filter(Boolean).join(" · ") || undefined;
+        marker({ seq: entry.seq, at: entry.at, kind: "approval", title: `${str(data.actor) ?? "someone"} ${decision} ${str(data.tool) ?? "the call"} (call #${entry.callSeq ?? "?"})`, detail, tone: decision === "approved" ? "success" : "danger" });
+        audit.push({ seq: entry.seq, at: entry.at, actor: str(data.actor) ?? "?", action: decision === "approved" ? "approve" : "reject", reason: str(data.note) ?? null, outcome: "applied", detail: `call #${entry.callSeq ?? "?"}${data.edited ? ", arguments edited" : ""}` });
+        break;
+      }
+      case "approval.expired":
+        marker({ seq: entry.seq, at: entry.at, kind: "approval", title: `Approval deadline passed for ${str(data.tool) ?? "a call"} (call #${entry.callSeq ?? "?"})`, detail: data.applied === "wait" ? "still waiting for a person" : "rejected", tone: "warn" });
         break;
       case "recovery":
         if (data.previousWorker !== undefined) marker({ seq: entry.seq, at: entry.at, kind: "recovery", title: "Recovered by another worker", detail: `${str(data.previousWorker)} → ${str(data.worker)}`, tone: "warn" });

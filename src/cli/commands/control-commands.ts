@@ -14,7 +14,7 @@ function summary(run: RunView): string {
   return `${run.id} is ${run.status}${run.statusReason ? ` (${run.statusReason})` : ""} at step ${run.step}${next ? `; next: ${next}` : ""}`;
 }
 
-/** pause, resume, cancel, say, fork. */
+/** pause, resume, cancel, say, approve, reject, fork. */
 export function controlCommands(program: Command, io: CliIo): void {
   program
     .command("pause <run>")
@@ -126,6 +126,37 @@ export function controlCommands(program: Command, io: CliIo): void {
         const sent = await client.say(runId, message);
         if (globals.json) return out(io, JSON.stringify(sent));
         out(io, `${sent.message.id} queued for ${runId} (${sent.run.status}); the agent reads it before its next model call`);
+      });
+    });
+
+  program
+    .command("approve <run>")
+    .description("approve a call waiting for a person's approval: it runs once; the run continues once no call waits")
+    .option("--call <n>", "the call to approve (default: every call waiting)", integer("--call", 1))
+    .option("--input <json>", "run the call with these arguments instead of the proposed ones", jsonArgument("--input"))
+    .option("--note <text>", "why (journaled with your name)")
+    .option("--json", "print the run and the decided calls as JSON")
+    .action(async function approve(this: Command, runId: string, flags: { call?: number; input?: unknown; note?: string }) {
+      await withConnection(this, {}, async ({ client }, globals) => {
+        const answer = await client.approve(runId, { callSeq: flags.call, input: flags.input as Json | undefined, note: flags.note });
+        if (globals.json) return out(io, JSON.stringify(answer));
+        for (const d of answer.decided) info(io, `approved ${d.tool} (call ${d.callSeq})${flags.input !== undefined ? ` with ${JSON.stringify(d.decision?.input)}` : ""}`);
+        out(io, summary(answer.run));
+      });
+    });
+
+  program
+    .command("reject <run>")
+    .description("reject a call waiting for a person's approval: the agent receives your note as the call's result")
+    .requiredOption("--note <text>", "why: the agent reads it")
+    .option("--call <n>", "the call to reject (default: every call waiting)", integer("--call", 1))
+    .option("--json", "print the run and the decided calls as JSON")
+    .action(async function reject(this: Command, runId: string, flags: { call?: number; note: string }) {
+      await withConnection(this, {}, async ({ client }, globals) => {
+        const answer = await client.reject(runId, { callSeq: flags.call, note: flags.note });
+        if (globals.json) return out(io, JSON.stringify(answer));
+        for (const d of answer.decided) info(io, `rejected ${d.tool} (call ${d.callSeq})`);
+        out(io, summary(answer.run));
       });
     });
 

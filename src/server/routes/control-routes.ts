@@ -1,6 +1,6 @@
 import { runView } from "../run-view.js";
 import type { Api, ServerContext } from "../server-context.js";
-import { cancelBodySchema, editStateBodySchema, forkBodySchema, pauseBodySchema, readBody, resumeBodySchema, sayBodySchema } from "../validation.js";
+import { approveBodySchema, cancelBodySchema, editStateBodySchema, forkBodySchema, pauseBodySchema, readBody, rejectBodySchema, resumeBodySchema, sayBodySchema } from "../validation.js";
 
 /** Control commands on one run; the actor journaled with each is the token's name. */
 export function controlRoutes(api: Api, ctx: ServerContext): void {
@@ -43,6 +43,18 @@ export function controlRoutes(api: Api, ctx: ServerContext): void {
     const body = await readBody(c, sayBodySchema);
     const sent = await runtime.say(c.req.param("id"), body.text, { actor: c.var.identity.actor });
     return c.json({ run: await runView(runtime, sent.run), message: sent.message }, 202);
+  });
+
+  api.post("/runs/:id/approve", ctx.guard("operator"), async function approveCall(c) {
+    const body = await readBody(c, approveBodySchema);
+    const { run, decided } = await runtime.approve(c.req.param("id"), { actor: c.var.identity.actor, callSeq: body.callSeq, input: body.input, note: body.note });
+    return c.json({ run: await runView(runtime, run), decided });
+  });
+
+  api.post("/runs/:id/reject", ctx.guard("operator"), async function rejectCall(c) {
+    const body = await readBody(c, rejectBodySchema);
+    const { run, decided } = await runtime.reject(c.req.param("id"), { actor: c.var.identity.actor, callSeq: body.callSeq, note: body.note });
+    return c.json({ run: await runView(runtime, run), decided });
   });
 
   api.post("/runs/:id/fork", ctx.guard("operator"), async function forkRun(c) {

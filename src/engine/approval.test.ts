@@ -1,0 +1,333 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { tool as aiTool } from "ai";
+import { toolLoopAgent } from "../agents/tool-loop-agent.js";
+import { SimulatedModel, type SimulatedTurn } from "../models/simulated-model.js";
+import { harness, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { fromAiSdkTool } from "../tools/ai-sdk-tool.js";
+import { TetherError } from "./errors.js";
+import type { Json } from "./json.js";
+import type { Message } from "./state.js";
+import type { JournalEntry } from "./store.js";
+import { tool, type AnyTool } from "./tool.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+/** A payment tool that records every call it receives: what the tool saw. */
+function payments(options: Partial<Pick<AnyTool, "needsApproval" | "approvalTtlMs" | "onApprovalTimeout">> = { needsApproval: true }) {
+  const seen: { to: string; amount: number }[] = [];
+  const pay = tool({
+    name: "pay",
+    description: "Send a payment",
+    input: z.object({ to: z.string(), amount: z.number().positive() }),
+    execute: (input) => {
+      seen.push(input);
+      return { paid: input.amount, to: input.to };
+    },
+    ...options,
+  });
+  return { pay, seen };
+}
+
+/** A model that asks for `calls` in its first turn and then answers; every request it got is kept. */
+function scripted(calls: { toolName: string; input: Json }[]) {
+  const requests: Message[][] = [];
+  const model = new SimulatedModel({
+    tokensPerSecond: Number.POSITIVE_INFINITY,
+    script: ({ request, turn }): SimulatedTurn => {
+      requests.push(request.messages.slice());
+      return turn === 0 ? { text: "Paying.", toolCalls: calls } : { text: "Done." };
+    },
+  });
+  return { model, requests };
+}
+
+const codeOf = (p: Promise<unknown>) => p.then(() => "ok", (e: unknown) => (TetherError.isInstance(e) ? e.code : String(e)));
+const ofType = (journal: JournalEntry[], type: string) => journal.filter((e) => e.type === type);
+
+describe("approval before a call", () => {
+  it("pauses before the call with approval_required, shows the call, and runs it exactly once when approved", async () => {
+    const { pay, seen } = payments();
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    const paused = await rt.waitFor(run.id, ["paused", "completed", "failed"]);
+    expect(paused.status).toBe("paused");
+    expect(paused.statusReason).toBe("approval_required");
+    expect(paused.lease).toBeNull();
+    await rt.settled(run.id);
+    expect(rt.isExecuting(run.id)).toBe(false);
+    expect(paused.approvals).toEqual([expect.objectContaining({ callSeq: 2, tool: "pay", input: { to: "acme", amount: 120 }, expiresAt: null })]);
+    expect(seen).toEqual([]);
+    const requested = ofType(await rt.journal(run.id), "approval.requested");
+    expect(requested).toHaveLength(1);
+    expect(requested[0]).toMatchObject({ callSeq: 2, data: { tool: "pay", input: { to: "acme", amount: 120 } } });
+
+    // A plain resume does not get past it.
+    expect(await codeOf(rt.resume(run.id))).toBe("approval_pending");
+
+    const { decided } = await rt.approve(run.id, { actor: "alice" });
+    expect(decided.map((d) => d.callSeq)).toEqual([2]);
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 120 }]);
+    expect(done.approvals).toEqual([]);
+    const journal = await rt.journal(run.id);
+    expect(ofType(journal, "approval.decided").map((e) => e.data)).toEqual([
+      { tool: "pay", toolCallId: expect.any(String), actor: "alice", decision: "approved", proposed: { to: "acme", amount: 120 }, approved: { to: "acme", amount: 120 }, edited: false, note: null },
+    ]);
+    expect(ofType(journal, "call.started").filter((e) => e.data.kind === "tool")).toHaveLength(1);
+    expect(journal.filter((e) => e.type === "status").map((e) => `${e.data.from}>${e.data.to}:${e.data.reason ?? ""}`)).toEqual([
+      "queued>running:",
+      "running>pausing:approval_required",
+      "pausing>paused:approval_required",
+      "paused>running:approvals decided",
+      "running>completed:",
+    ]);
+    // Deciding again is refused with its own code.
+    expect(await codeOf(rt.approve(run.id, { actor: "bob" }))).toBe("already_decided");
+    expect(await codeOf(rt.approve(run.id, { actor: "bob", callSeq: 2 }))).toBe("already_decided");
+  });
+
+  it("a rejection reaches the model as the tool's result, with the note, and the tool never runs", async () => {
+    const { pay, seen } = payments();
+    const { model, requests } = scripted([{ toolName: "pay", input: { to: "acme", amount: 9000 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    await rt.waitFor(run.id, ["paused"]);
+    expect(await codeOf(rt.reject(run.id, { actor: "alice", note: "" }))).toBe("invalid_input");
+    await rt.reject(run.id, { actor: "alice", note: "too much; ask for an invoice first" });
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status).toBe("completed");
+    expect(seen).toEqual([]);
+    expect(requests).toHaveLength(2);
+    const refusal = requests[1].at(-1);
+    expect(refusal).toMatchObject({ role: "tool", toolName: "pay", isError: true, content: { error: "rejected" } });
+    expect(JSON.stringify(refusal)).toContain("too much; ask for an invoice first");
+    expect(JSON.stringify(refusal)).toContain("alice");
+    const journal = await rt.journal(run.id);
+    expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ actor: "alice", decision: "rejected", proposed: { to: "acme", amount: 9000 }, note: "too much; ask for an invoice first" });
+    expect(ofType(journal, "call.started").filter((e) => e.data.kind === "tool")).toEqual([]);
+    expect(ofType(journal, "call.failed")).toEqual([expect.objectContaining({ callSeq: 2, data: expect.objectContaining({ error: "rejected" }) })]);
+  });
+
+  it("edit then approve: the tool sees the edited arguments and the journal keeps proposed, approved and executed", async () => {
+    const { pay, seen } = payments();
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 9000 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    await rt.waitFor(run.id, ["paused"]);
+    expect(await codeOf(rt.approve(run.id, { actor: "alice", input: { to: "acme", amount: -1 } }))).toBe("invalid_input");
+    await rt.approve(run.id, { actor: "alice", callSeq: 2, input: { to: "acme", amount: 900 }, note: "a tenth is enough" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 900 }]);
+    const journal = await rt.journal(run.id);
+    expect(ofType(journal, "approval.requested")[0].data.input).toEqual({ to: "acme", amount: 9000 });
+    expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ proposed: { to: "acme", amount: 9000 }, approved: { to: "acme", amount: 900 }, edited: true, note: "a tenth is enough" });
+    expect(ofType(journal, "call.started").find((e) => e.data.kind === "tool")?.data.input).toEqual({ to: "acme", amount: 900 });
+  });
+
+  it("asks only when the predicate says so", async () => {
+    const { pay, seen } = payments({ needsApproval: (input: { amount: number }) => input.amount > 100 });
+    const { model } = scripted([
+      { toolName: "pay", input: { to: "small", amount: 5 } },
+      { toolName: "pay", input: { to: "large", amount: 500 } },
+    ]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay both");
+    const paused = await rt.waitFor(run.id, ["paused", "completed"]);
+    expect(paused.status).toBe("paused");
+    expect(seen).toEqual([{ to: "small", amount: 5 }]);
+    expect(paused.approvals?.map((a) => [a.callSeq, a.input])).toEqual([[3, { to: "large", amount: 500 }]]);
+    await rt.approve(run.id, { actor: "alice", callSeq: 3 });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "small", amount: 5 }, { to: "large", amount: 500 }]);
+  });
+
+  it("two calls of one turn: both are asked at once; approve one, reject the other; the run continues only after both", async () => {
+    const { pay, seen } = payments();
+    const { model, requests } = scripted([
+      { toolName: "pay", input: { to: "alpha", amount: 10 } },
+      { toolName: "pay", input: { to: "beta", amount: 20 } },
+    ]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay both");
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    expect(paused.approvals?.map((a) => [a.callSeq, a.input])).toEqual([
+      [2, { to: "alpha", amount: 10 }],
+      [3, { to: "beta", amount: 20 }],
+    ]);
+    expect(ofType(await rt.journal(run.id), "approval.requested").map((e) => e.callSeq)).toEqual([2, 3]);
+    expect(await codeOf(rt.approve(run.id, { actor: "alice", input: { to: "x", amount: 1 } }))).toBe("invalid_input");
+
+    const first = await rt.approve(run.id, { actor: "alice", callSeq: 2 });
+    expect(first.run.status).toBe("paused");
+    // Nothing moves while one call still waits.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await rt.get(run.id)).status).toBe("paused");
+    expect(seen).toEqual([]);
+    expect(await codeOf(rt.approve(run.id, { actor: "bob", callSeq: 2 }))).toBe("already_decided");
+    expect(await codeOf(rt.approve(run.id, { actor: "bob", callSeq: 7 }))).toBe("no_pending_approval");
+
+    const second = await rt.reject(run.id, { actor: "bob", callSeq: 3, note: "beta is not a customer" });
+    expect(second.run.status).toBe("running");
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "alpha", amount: 10 }]);
+    const results = requests[1].filter((m) => m.role === "tool");
+    expect(results.map((m) => (m.role === "tool" ? [m.toolName, m.isError ?? false] : []))).toEqual([
+      ["pay", false],
+      ["pay", true],
+    ]);
+    const journal = await rt.journal(run.id);
+    expect(ofType(journal, "approval.decided").map((e) => [e.callSeq, e.data.actor, e.data.decision])).toEqual([
+      [2, "alice", "approved"],
+      [3, "bob", "rejected"],
+    ]);
+    // The calls took the sequence numbers the approvals showed.
+    expect(ofType(journal, "call.completed").find((e) => e.data.kind === "tool")?.callSeq).toBe(2);
+    expect(ofType(journal, "call.failed").map((e) => e.callSeq)).toEqual([3]);
+    expect(journal.filter((e) => e.type === "status" && e.data.to === "running")).toHaveLength(2);
+  });
+
+  it("approved from another process on the same store: the worker runs the call exactly once", async () => {
+    const { pay, seen } = payments();
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { workerPollMs: 20 });
+    const worker = h.runtime;
+    worker.startWorker();
+    const run = await worker.start("payer", "pay acme");
+    await worker.waitFor(run.id, ["paused"]);
+    const elsewhere = h.open({ worker: false });
+    const { run: decided } = await elsewhere.approve(run.id, { actor: "carol" });
+    expect(decided.status).toBe("running");
+    expect(elsewhere.isExecuting(run.id)).toBe(false);
+    expect((await elsewhere.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 10_000 })).status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 120 }]);
+    expect(ofType(await elsewhere.journal(run.id), "approval.decided")[0].data.actor).toBe("carol");
+  });
+
+  it("an AI SDK tool's own needsApproval is honoured", async () => {
+    const seen: unknown[] = [];
+    const publish = fromAiSdkTool(
+      "publish",
+      aiTool({
+        description: "Publish a post",
+        inputSchema: z.object({ title: z.string() }),
+        needsApproval: async ({ title }: { title: string }) => !title.startsWith("draft"),
+        execute: async (input: { title: string }) => {
+          seen.push(input);
+          return { published: input.title };
+        },
+      }),
+    );
+    const { model } = scripted([
+      { toolName: "publish", input: { title: "draft: notes" } },
+      { toolName: "publish", input: { title: "Launch" } },
+    ]);
+    h = harness([toolLoopAgent({ name: "publisher", tools: [publish], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("publisher", "publish");
+    const paused = await rt.waitFor(run.id, ["paused", "completed"]);
+    expect(paused.statusReason).toBe("approval_required");
+    expect(paused.approvals?.map((a) => a.input)).toEqual([{ title: "Launch" }]);
+    expect(seen).toEqual([{ title: "draft: notes" }]);
+    await rt.approve(run.id, { actor: "alice" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ title: "draft: notes" }, { title: "Launch" }]);
+  });
+
+  it("deciding with nothing pending is refused with no_pending_approval", async () => {
+    let release: (() => void) | undefined;
+    const slow = tool({
+      name: "slow",
+      description: "Takes a while",
+      input: z.object({}),
+      execute: () => new Promise<string>((resolve) => (release = () => resolve("ok"))),
+    });
+    const { model } = scripted([{ toolName: "slow", input: {} }]);
+    h = harness([toolLoopAgent({ name: "slowpoke", tools: [slow], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("slowpoke", "go");
+    await waitUntil(() => release !== undefined, { what: "the tool to start" });
+    expect(await codeOf(rt.approve(run.id, { actor: "alice" }))).toBe("no_pending_approval");
+    await rt.pause(run.id);
+    release!();
+    expect((await rt.waitFor(run.id, ["paused"])).statusReason).toBe("paused by local");
+    expect(await codeOf(rt.reject(run.id, { actor: "alice", note: "no" }))).toBe("no_pending_approval");
+    expect(await codeOf(rt.approve(run.id, { actor: "alice", callSeq: 2 }))).toBe("no_pending_approval");
+    expect(await codeOf(rt.approve("run_missing", { actor: "alice" }))).toBe("run_not_found");
+  });
+});
+
+describe("approval and the stale check", () => {
+  it("a decision that comes after the snapshot went stale leaves the run paused, decided; a forced resume runs the call once", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments();
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model, staleAfterMs: 60_000 })], { clock });
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    await rt.waitFor(run.id, ["paused"]);
+    clock.advance(61_000);
+    const { run: after } = await rt.approve(run.id, { actor: "alice" });
+    expect(after.status).toBe("paused");
+    expect(after.statusReason).toMatch(/^stale_snapshot: the snapshot is 61 s old/);
+    expect(after.approvals?.[0].decision).toMatchObject({ decision: "approved", actor: "alice" });
+    expect(await codeOf(rt.resume(run.id))).toBe("stale_snapshot");
+    await rt.resume(run.id, { force: true, actor: "alice" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 120 }]);
+  });
+});
+
+describe("approval deadlines", () => {
+  it("a deadline that passes applies the default (reject), journaled, and the run goes on", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 60_000 });
+    const { model, requests } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { clock });
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    expect(paused.approvals?.[0]).toMatchObject({ onTimeout: "reject", expiresAt: paused.approvals![0].requestedAt + 60_000 });
+    expect(await rt.expireApprovals()).toEqual([]);
+    clock.advance(60_001);
+    const changed = await rt.expireApprovals();
+    expect(changed.map((r) => r.id)).toEqual([run.id]);
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([]);
+    const journal = await rt.journal(run.id);
+    expect(ofType(journal, "approval.expired").map((e) => e.data)).toEqual([{ tool: "pay", toolCallId: expect.any(String), ttlMs: 60_000, applied: "reject" }]);
+    expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ actor: "deadline", decision: "rejected" });
+    expect(JSON.stringify(requests[1].at(-1))).toContain("was not run");
+  });
+
+  it("onApprovalTimeout wait: the expiry is journaled once and the call keeps waiting for a person", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 1_000, onApprovalTimeout: "wait" });
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { clock });
+    const rt = h.runtime;
+    const run = await rt.start("payer", "pay acme");
+    await rt.waitFor(run.id, ["paused"]);
+    clock.advance(1_001);
+    await rt.expireApprovals();
+    await rt.expireApprovals();
+    const still = await rt.get(run.id);
+    expect(still.status).toBe("paused");
+    expect(still.statusReason).toBe("approval_required");
+    expect(ofType(await rt.journal(run.id), "approval.expired").map((e) => e.data.applied)).toEqual(["wait"]);
+    await rt.approve(run.id, { actor: "alice" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toHaveLength(1);
+  });
+});
