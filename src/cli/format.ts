@@ -1,3 +1,4 @@
+import type { RunStorage } from "../engine/store.js";
 import type { JournalEntry } from "../engine/store.js";
 import type { Usage } from "../engine/usage.js";
 import type { RunView } from "../server/api-types.js";
@@ -68,7 +69,27 @@ export function nextSteps(run: RunView): string | undefined {
   }
 }
 
-export function showRun(run: RunView, now: number): string {
+/** Bytes in B, KB, MB or GB (1024s). */
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+/** `30d`, `12h`, `45m`, `90s` or a number of milliseconds → milliseconds; undefined when unreadable. */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?$/.exec(text.trim());
+  if (!match) return undefined;
+  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[(match[2] ?? "ms") as "ms"];
+  return Number(match[1]) * scale;
+}
+
+export function showRun(run: RunView, now: number, storage?: RunStorage): string {
   const lines: string[] = [];
   const row = (label: string, value: string) => lines.push(`${label.padEnd(10)}${value}`);
   lines.push(`run ${run.id}  ${run.agent} v${run.agentVersion}  owner ${run.owner}`);
@@ -96,6 +117,7 @@ export function showRun(run: RunView, now: number): string {
     lines.push("a cancel would undo, newest first:");
     for (const c of run.pendingCompensations) lines.push(`  call ${c.callSeq}  ${c.tool} ${shortJson(c.input, 70)}`);
   }
+  if (storage) row("stored", `${formatBytes(storage.bytes)}: ${storage.journalEntries} journal entries, ${storage.messages} messages, ${storage.effects} effects, ${storage.commands} commands`);
   if (run.output !== null) row("output", shortJson(run.output, 200));
   if (run.error) row("error", `${run.error.code}: ${run.error.message}`);
   if (run.report) {

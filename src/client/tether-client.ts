@@ -1,6 +1,6 @@
 import type { Budgets } from "../engine/budgets.js";
 import type { Json } from "../engine/json.js";
-import type { JournalEntry } from "../engine/store.js";
+import type { JournalEntry, RunStorage } from "../engine/store.js";
 import type {
   AgentInfo,
   ApproveBody,
@@ -11,6 +11,9 @@ import type {
   EditStateBody,
   ErrorBody,
   HaltBody,
+  PruneBody,
+  PruneResponse,
+  StorageResponse,
   HaltResponse,
   HaltsResponse,
   HealthResponse,
@@ -167,6 +170,16 @@ export class TetherClient {
 
   halts(): Promise<HaltsResponse> {
     return this.request("GET", "/halt");
+  }
+
+  /** What the run takes in the store. */
+  async storage(runId: string): Promise<RunStorage> {
+    return (await this.request<StorageResponse>("GET", `/runs/${encodeURIComponent(runId)}/storage`)).storage;
+  }
+
+  /** Deletes terminal runs last updated before a bound (admin). */
+  prune(body: PruneBody): Promise<PruneResponse> {
+    return this.request("POST", "/prune", body);
   }
 
   halt(body: HaltBody): Promise<HaltResponse> {

@@ -33,7 +33,7 @@ import { PriceTable } from "./pricing.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import { applyStatePatch, validateMessage } from "./state-edits.js";
 import { isTerminal, type ControlCommandType, type RunStatus } from "./status.js";
-import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, RunFilter, RunRecord, RunUpdate, SteeringMessage, Store } from "./store.js";
+import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, RunUpdate, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 
 export interface RuntimeOptions {
@@ -60,6 +60,12 @@ export interface RuntimeOptions {
   controlCheckMs?: number;
   /** Runs this process executes at once; more wait, queued, in the store for any worker. Default 200. */
   concurrency?: number;
+  /**
+   * Retention: a worker deletes terminal runs (completed, failed, cancelled) last updated more
+   * than `olderThanMs` ago, with their journals, every `everyMs` (default an hour), in batches.
+   * Off by default.
+   */
+  retention?: { olderThanMs: number; everyMs?: number; batchSize?: number };
   /** How often the worker looks for queued or orphaned runs. */
   workerPollMs?: number;
   /** How often the worker looks for approvals whose deadline passed (`approvalTtlMs`). Default 1000. */
@@ -143,6 +149,8 @@ export class Runtime {
   /** Runs this process executes at once. */
   readonly concurrency: number;
   private claiming: Promise<void> | undefined;
+  private readonly retention: RuntimeOptions["retention"];
+  private retentionTimer: NodeJS.Timeout | undefined;
   private claimAgain = false;
 
   constructor(options: RuntimeOptions) {
@@ -168,6 +176,7 @@ export class Runtime {
       redact: redactor && !redactor.empty ? (text) => redactor.text(text) : (text) => text,
     };
     this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 200));
+    this.retention = options.retention;
     const ctx = this.ctx;
     this.watcher = new RunWatcher({
       store: this.store,
@@ -205,6 +214,30 @@ export class Runtime {
     this.claimSoonAvailable();
     this.approvalTimer = setInterval(() => void this.expireApprovals().catch(() => undefined), this.approvalSweepMs);
     this.approvalTimer.unref?.();
+    if (this.retention) {
+      const retention = this.retention;
+      this.retentionTimer = setInterval(
+        () => void this.prune({ before: this.ctx.clock.now() - retention.olderThanMs, batchSize: retention.batchSize }).catch(() => undefined),
+        retention.everyMs ?? 3_600_000,
+      );
+      this.retentionTimer.unref?.();
+    }
+  }
+
+  /** What a run takes in the store. */
+  async storage(runId: string): Promise<RunStorage> {
+    const storage = await this.store.runStorage(runId);
+    if (!storage) throw new RunNotFoundError(runId);
+    return storage;
+  }
+
+  /**
+   * Deletes terminal runs (completed, failed, cancelled) last updated before `before`, with
+   * everything they own, in batches that let running work go on; never a run that is not terminal.
+   */
+  prune(options: PruneOptions): Promise<PruneReport> {
+    if (!Number.isFinite(options.before)) throw new TetherError("invalid_input", "prune needs a time bound: terminal runs last updated before it are removed");
+    return this.store.prune(options);
   }
 
   /** Looks for work now, unless a look is under way (then once more after it). */
@@ -228,6 +261,8 @@ export class Runtime {
     this.workerTimer = undefined;
     clearInterval(this.approvalTimer);
     this.approvalTimer = undefined;
+    clearInterval(this.retentionTimer);
+    this.retentionTimer = undefined;
   }
 
   /** Stops this process's work without changing any run: their leases lapse and any worker recovers them. */

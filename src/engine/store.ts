@@ -331,6 +331,34 @@ export interface RunFilter {
   updatedAfter?: number;
 }
 
+/** What a run takes in the store: its rows and their bytes (the data, not the database's own overhead). */
+export interface RunStorage {
+  journalEntries: number;
+  messages: number;
+  effects: number;
+  commands: number;
+  /** Bytes of journal entries (data, snapshot heads, vars), messages, effects and commands. */
+  bytes: number;
+}
+
+export interface PruneOptions {
+  /** Only terminal runs (completed, failed, cancelled) last updated before this time. */
+  before: number;
+  /** Runs deleted per transaction; other work goes on between batches. Default 200. */
+  batchSize?: number;
+  /** Count what would be removed, remove nothing. */
+  dryRun?: boolean;
+}
+
+/** What a prune removed (or, dry, would remove). */
+export interface PruneReport {
+  runs: number;
+  journalEntries: number;
+  messages: number;
+  bytes: number;
+  batches: number;
+}
+
 export interface ApiTokenRecord {
   id: string;
   name: string;
@@ -365,6 +393,14 @@ export interface Store {
 
   /** Runs a worker may take: queued, or active with no live lease. */
   findClaimable(now: number, limit: number): Promise<RunRecord[]>;
+
+  /** The run's rows and bytes in the store; undefined for an unknown run. */
+  runStorage(runId: string): Promise<RunStorage | undefined>;
+  /**
+   * Deletes terminal runs last updated before `before` with everything they own, in batches that
+   * each commit on their own; never touches a run that is not terminal.
+   */
+  prune(options: PruneOptions): Promise<PruneReport>;
 
   saveToken(token: ApiTokenRecord): Promise<void>;
   findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined>;

@@ -3,7 +3,7 @@ import type { Json, JsonObject } from "../engine/json.js";
 import type { CancelPreview } from "../engine/runtime.js";
 import type { AgentState } from "../engine/state.js";
 import type { RunStatus } from "../engine/status.js";
-import type { ApiTokenRecord, ApprovalRequest, HaltRecord, JournalEntry, RunRecord } from "../engine/store.js";
+import type { ApiTokenRecord, ApprovalRequest, HaltRecord, JournalEntry, PruneReport, RunRecord, RunStorage } from "../engine/store.js";
 
 /** The wire shapes of the HTTP API (docs/http-api.md), shared by the server and the typed client. */
 
@@ -122,6 +122,25 @@ export interface EditStateBody {
 
 export interface ForkBody {
   fromStep: number;
+}
+
+export interface StorageResponse {
+  storage: RunStorage;
+}
+
+export interface PruneBody {
+  /** Terminal runs last updated more than this many ms ago; or `before`. */
+  olderThanMs?: number;
+  /** Terminal runs last updated before this time (ms since the epoch). */
+  before?: number;
+  dryRun?: boolean;
+  batchSize?: number;
+}
+
+export interface PruneResponse extends PruneReport {
+  /** The bound applied (ms since the epoch). */
+  before: number;
+  dryRun: boolean;
 }
 
 export interface HaltBody {

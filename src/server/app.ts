@@ -10,6 +10,7 @@ import { agentRoutes } from "./routes/agent-routes.js";
 import { controlRoutes } from "./routes/control-routes.js";
 import { eventRoutes } from "./routes/event-routes.js";
 import { haltRoutes } from "./routes/halt-routes.js";
+import { retentionRoutes } from "./routes/retention-routes.js";
 import { healthRoutes, whoamiRoutes } from "./routes/health-routes.js";
 import { openApiRoutes } from "./routes/openapi-routes.js";
 import { runRoutes } from "./routes/run-routes.js";
@@ -61,6 +62,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   runRoutes(api, ctx);
   controlRoutes(api, ctx);
   haltRoutes(api, ctx);
+  retentionRoutes(api, ctx);
   eventRoutes(api, ctx);
   openApiRoutes(api, ctx);
   api.notFound((c) => c.json(errorBody("not_found", new RouteNotFoundError(c.req.method, c.req.path).message), 404));

@@ -3,7 +3,7 @@ import { errorCodes, type ErrorCode } from "../engine/errors.js";
 import { runStatuses } from "../engine/status.js";
 import { roles, type Role } from "./api-types.js";
 import { httpStatusOf } from "./http-errors.js";
-import { approveBodySchema, rejectBodySchema, cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, sayBodySchema, startBodySchema } from "./validation.js";
+import { pruneBodySchema, approveBodySchema, rejectBodySchema, cancelBodySchema, editStateBodySchema, forkBodySchema, haltBodySchema, pauseBodySchema, resumeBodySchema, sayBodySchema, startBodySchema } from "./validation.js";
 
 /**
  * The OpenAPI 3.1 description of the HTTP API, served at `GET /api/v1/openapi.json`. Request
@@ -109,6 +109,15 @@ export const routeDocs: RouteDoc[] = [
   { method: "post", path: "/runs/{id}/fork", summary: "A new run from a step of this one", role: "operator", body: forkBodySchema, success: { status: 201, description: "{ run: RunView }" }, errors: ["run_not_found"] },
   { method: "get", path: "/runs/{id}/events", summary: "The run's journal and live model text as server-sent events", role: "viewer", query: [after], success: { status: 200, description: "text/event-stream: `journal` and `delta` events", stream: true }, errors: ["run_not_found"] },
   { method: "get", path: "/events", summary: "Every run's changes as server-sent events", role: "viewer", query: [{ ...after, description: "changes after this time (ms); the Last-Event-ID header wins" }], success: { status: 200, description: "text/event-stream: `run` events", stream: true } },
+  { method: "get", path: "/runs/{id}/storage", summary: "What the run takes in the store: journal entries, messages, effects, commands and their bytes", role: "viewer", success: { status: 200, description: "{ storage }" }, errors: ["run_not_found"] },
+  {
+    method: "post",
+    path: "/prune",
+    summary: "Delete terminal runs (completed, failed, cancelled) last updated before a bound, with their journals, in batches; never a run that is not terminal",
+    role: "admin",
+    body: pruneBodySchema,
+    success: { status: 200, description: "{ runs, journalEntries, messages, bytes, batches, before, dryRun }" },
+  },
   { method: "get", path: "/halt", summary: "The halts in force", role: "viewer", success: { status: 200, description: "{ halts }" } },
   { method: "post", path: "/halt", summary: "Halt every run, or one agent's (the kill switch)", role: "admin", body: haltBodySchema, success: { status: 200, description: "{ scope, halted }" } },
   {

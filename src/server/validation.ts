@@ -121,6 +121,16 @@ export const rejectBodySchema = z.strictObject({
 
 export const sayBodySchema = z.strictObject({ text: z.string().min(1).max(100_000) });
 
+/** A prune: terminal runs last updated more than `olderThanMs` ago (or before `before`, ms since the epoch). */
+export const pruneBodySchema = z
+  .strictObject({
+    olderThanMs: z.number().int().min(0).optional(),
+    before: z.number().int().min(0).optional(),
+    dryRun: z.boolean().optional(),
+    batchSize: z.number().int().min(1).max(10_000).optional(),
+  })
+  .refine((body) => (body.olderThanMs === undefined) !== (body.before === undefined), { message: "give exactly one of olderThanMs and before" });
+
 export const haltBodySchema = z.strictObject({
   reason: z.string().min(1).max(2_000),
   agent: z.string().min(1).max(64).optional(),

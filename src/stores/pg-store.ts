@@ -12,7 +12,10 @@ import type {
   JournalInput,
   JournalType,
   NewRun,
+  PruneOptions,
+  PruneReport,
   RunFilter,
+  RunStorage,
   RunRecord,
   RunUpdate,
   SnapshotWrite,
@@ -415,6 +418,63 @@ export class PostgresStore implements Store {
     });
   }
 
+  async runStorage(runId: string): Promise<RunStorage | undefined> {
+    const { rows } = await this.query<{ exists: boolean } & SizeRow>(
+      `SELECT EXISTS (SELECT 1 FROM ${this.s}.runs WHERE id = $1) AS exists, ${this.sizeColumns("$1")}`,
+      [runId],
+    );
+    const row = rows[0];
+    return row?.exists ? storageOf(row) : undefined;
+  }
+
+  /** The size of run `id` (an SQL expression) as columns. */
+  private sizeColumns(id: string): string {
+    const s = this.s;
+    return `(SELECT COUNT(*) FROM ${s}.journal WHERE run_id = ${id}) AS journal_entries,
+      (SELECT COALESCE(SUM(octet_length(data) + COALESCE(octet_length(vars), 0) + COALESCE(octet_length(checksum), 0)), 0) FROM ${s}.journal WHERE run_id = ${id}) AS journal_bytes,
+      (SELECT COUNT(*) FROM ${s}.messages WHERE run_id = ${id}) AS messages,
+      (SELECT COALESCE(SUM(octet_length(body)), 0) FROM ${s}.messages WHERE run_id = ${id}) AS message_bytes,
+      (SELECT COUNT(*) FROM ${s}.effects WHERE run_id = ${id}) AS effects,
+      (SELECT COALESCE(SUM(octet_length(input) + octet_length(result) + COALESCE(octet_length(error), 0)), 0) FROM ${s}.effects WHERE run_id = ${id}) AS effect_bytes,
+      (SELECT COUNT(*) FROM ${s}.commands WHERE run_id = ${id}) AS commands,
+      (SELECT COALESCE(SUM(octet_length(payload) + COALESCE(octet_length(reason), 0)), 0) FROM ${s}.commands WHERE run_id = ${id}) AS command_bytes`;
+  }
+
+  async prune(options: PruneOptions): Promise<PruneReport> {
+    const report: PruneReport = { runs: 0, journalEntries: 0, messages: 0, bytes: 0, batches: 0 };
+    const batchSize = Math.max(1, Math.floor(options.batchSize ?? 200));
+    const s = this.s;
+    let afterId = "";
+    for (;;) {
+      // One batch, one statement: the runs are locked (SKIP LOCKED: a run being written is left for
+      // the next prune), measured, and with dryRun only measured.
+      const picked = `SELECT id, octet_length(doc) AS doc_bytes FROM ${s}.runs
+        WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`;
+      const sized = `SELECT p.id, p.doc_bytes, ${this.sizeColumns("p.id")} FROM picked p`;
+      const sql = options.dryRun
+        ? `WITH picked AS (${picked}) ${sized}`
+        : `WITH picked AS (${picked}), sized AS (${sized}),
+            j AS (DELETE FROM ${s}.journal WHERE run_id IN (SELECT id FROM picked)),
+            m AS (DELETE FROM ${s}.messages WHERE run_id IN (SELECT id FROM picked)),
+            e AS (DELETE FROM ${s}.effects WHERE run_id IN (SELECT id FROM picked)),
+            c AS (DELETE FROM ${s}.commands WHERE run_id IN (SELECT id FROM picked)),
+            r AS (DELETE FROM ${s}.runs WHERE id IN (SELECT id FROM picked) AND status IN ('completed', 'failed', 'cancelled'))
+          SELECT * FROM sized`;
+      const { rows } = await this.query<{ id: string; doc_bytes: number } & SizeRow>(sql, [options.before, afterId, batchSize]);
+      if (rows.length === 0) return report;
+      report.batches += 1;
+      for (const row of rows) {
+        const size = storageOf(row);
+        report.runs += 1;
+        report.journalEntries += size.journalEntries;
+        report.messages += size.messages;
+        report.bytes += size.bytes + row.doc_bytes;
+        this.cache.delete(row.id);
+        if (row.id > afterId) afterId = row.id;
+      }
+    }
+  }
+
   async saveToken(token: ApiTokenRecord): Promise<void> {
     await this.query(`INSERT INTO ${this.s}.tokens (id, name, role, hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
       token.id,
@@ -512,6 +572,27 @@ export class PostgresStore implements Store {
   async dropSchema(): Promise<void> {
     await this.query(`DROP SCHEMA IF EXISTS ${this.s} CASCADE`);
   }
+}
+
+interface SizeRow {
+  journal_entries: number;
+  journal_bytes: number;
+  messages: number;
+  message_bytes: number;
+  effects: number;
+  effect_bytes: number;
+  commands: number;
+  command_bytes: number;
+}
+
+function storageOf(row: SizeRow): RunStorage {
+  return {
+    journalEntries: Number(row.journal_entries),
+    messages: Number(row.messages),
+    effects: Number(row.effects),
+    commands: Number(row.commands),
+    bytes: Number(row.journal_bytes) + Number(row.message_bytes) + Number(row.effect_bytes) + Number(row.command_bytes),
+  };
 }
 
 interface WritePlan {

@@ -10,7 +10,10 @@ import type {
   JournalEntry,
   JournalInput,
   NewRun,
+  PruneOptions,
+  PruneReport,
   RunFilter,
+  RunStorage,
   RunRecord,
   RunUpdate,
   SnapshotWrite,
@@ -28,8 +31,9 @@ const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum,
 /** Every statement the store runs, by name. Keys: see `rowKey` and `entryKey` in sqlite-schema.ts. */
 const statementSql = {
   insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc) VALUES (?, ?, ?, ?, ?, NULL, 0, ?)",
-  runKey: "SELECT rk FROM runs WHERE id = ?",
-  getRun: "SELECT rk, doc FROM runs WHERE id = ?",
+  // A pruned run may leave a tombstone (see `prune`): it is no run.
+  runKey: "SELECT rk FROM runs WHERE id = ? AND status != 'pruned'",
+  getRun: "SELECT rk, doc FROM runs WHERE id = ? AND status != 'pruned'",
   getRunByKey: "SELECT doc, status, updated_bucket, vars_key FROM runs WHERE rk = ?",
   // The indexed columns are written only when they change: see sqlite-schema.ts.
   saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
@@ -61,6 +65,23 @@ const statementSql = {
   saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
   tokenByHash: "SELECT * FROM tokens WHERE hash = ?",
   listTokens: "SELECT * FROM tokens ORDER BY created_at",
+  // Journal entries and rows of messages (a row may hold several bodies: counted from the snapshot heads).
+  journalSize: `SELECT SUM(type > 0) AS entries, SUM(LENGTH(data) + COALESCE(LENGTH(vars), 0) + COALESCE(LENGTH(checksum), 0)) AS bytes,
+       (SELECT msg_count FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1) AS messages
+     FROM journal WHERE k >= ? AND k < ?`,
+  effectsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(input) + LENGTH(result) + COALESCE(LENGTH(error), 0)), 0) AS bytes FROM effects WHERE run_id = ?",
+  commandsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(payload) + COALESCE(LENGTH(reason), 0)), 0) AS bytes FROM commands WHERE run_id = ?",
+  prunable: `SELECT rk, id, LENGTH(doc) AS doc_bytes FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_bucket <= ?
+       AND json_extract(doc, '$.updatedAt') < ? AND rk > ? ORDER BY rk LIMIT ?`,
+  maxRunKey: "SELECT MAX(rk) FROM runs",
+  // SQLite hands a new run the highest key + 1, and a key must never name two runs (another
+  // connection may still know the pruned run's key): the run with the highest key leaves this.
+  tombstone: "UPDATE runs SET status = 'pruned', agent = '', doc = '{}', lease_until = NULL, vars_key = 0 WHERE rk = ?",
+  dropTombstones: "DELETE FROM runs WHERE status = 'pruned' AND rk < (SELECT MAX(rk) FROM runs)",
+  deleteJournal: "DELETE FROM journal WHERE k >= ? AND k < ?",
+  deleteEffects: "DELETE FROM effects WHERE run_id = ?",
+  deleteCommands: "DELETE FROM commands WHERE run_id = ?",
+  deleteRun: "DELETE FROM runs WHERE rk = ? AND status IN ('completed', 'failed', 'cancelled')",
   runVersions: "SELECT id, json_extract(doc, '$.version') AS version FROM runs WHERE id IN (SELECT value FROM json_each(?))",
 };
 
@@ -203,7 +224,8 @@ export class SqliteStore implements Store {
       where.push("updated_bucket > ? AND json_extract(doc, '$.updatedAt') > ?");
       params.push(filter.updatedAfter, filter.updatedAfter);
     }
-    const sql = `SELECT doc FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT ?`;
+    where.push("status != 'pruned'");
+    const sql = `SELECT doc FROM runs WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id LIMIT ?`;
     params.push(filter.limit ?? 100);
     return (this.db.prepare(sql).all(...params) as { doc: string }[]).map((row) => JSON.parse(row.doc) as RunRecord);
   }
@@ -540,6 +562,62 @@ export class SqliteStore implements Store {
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
     return (this.statements.claimable.all(now, limit) as { doc: string }[]).map((row) => JSON.parse(row.doc) as RunRecord);
   }
+
+  async runStorage(runId: string): Promise<RunStorage | undefined> {
+    const rk = this.runKey(runId);
+    if (rk === undefined || !(await this.getRun(runId))) return undefined;
+    return this.sizeOf(runId, rk);
+  }
+
+  private sizeOf(runId: string, rk: number): RunStorage {
+    const [from, to] = [rowKey(rk, 0), rowKey(rk + 1, 0)];
+    const journal = this.statements.journalSize.get(from, to, from, to) as { entries: number | null; bytes: number | null; messages: number | null };
+    const effects = this.statements.effectsSize.get(runId) as { n: number; bytes: number };
+    const commands = this.statements.commandsSize.get(runId) as { n: number; bytes: number };
+    return {
+      journalEntries: journal.entries ?? 0,
+      messages: journal.messages ?? 0,
+      effects: effects.n,
+      commands: commands.n,
+      bytes: (journal.bytes ?? 0) + effects.bytes + commands.bytes,
+    };
+  }
+
+  async prune(options: PruneOptions): Promise<PruneReport> {
+    const report: PruneReport = { runs: 0, journalEntries: 0, messages: 0, bytes: 0, batches: 0 };
+    const batchSize = Math.max(1, Math.floor(options.batchSize ?? 200));
+    let afterRk = 0;
+    for (;;) {
+      const batch = this.pruneBatch(options, batchSize, afterRk, report);
+      if (batch.count === 0) return report;
+      afterRk = batch.lastRk;
+      report.batches += 1;
+      // Between batches the event loop turns: running work writes before the next batch.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private pruneBatch = this.wrapTransaction((options: PruneOptions, limit: number, afterRk: number, report: PruneReport): { count: number; lastRk: number } => {
+    const rows = this.statements.prunable.all(updatedBucket(options.before), options.before, afterRk, limit) as { rk: number; id: string; doc_bytes: number }[];
+    let lastRk = afterRk;
+    for (const row of rows) {
+      const size = this.sizeOf(row.id, row.rk);
+      report.runs += 1;
+      report.journalEntries += size.journalEntries;
+      report.messages += size.messages;
+      report.bytes += size.bytes + row.doc_bytes;
+      lastRk = row.rk;
+      if (options.dryRun) continue;
+      this.statements.deleteJournal.run(rowKey(row.rk, 0), rowKey(row.rk + 1, 0));
+      this.statements.deleteEffects.run(row.id);
+      this.statements.deleteCommands.run(row.id);
+      if (row.rk === (this.statements.maxRunKey.pluck().get() as number)) this.statements.tombstone.run(row.rk);
+      else this.statements.deleteRun.run(row.rk);
+      this.runKeys.delete(row.id);
+    }
+    if (!options.dryRun) this.statements.dropTombstones.run();
+    return { count: rows.length, lastRk };
+  });
 
   async saveToken(token: ApiTokenRecord): Promise<void> {
     this.statements.saveToken.run(token.id, token.name, token.role, token.hash, token.createdAt, token.revokedAt);

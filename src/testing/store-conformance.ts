@@ -454,6 +454,66 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
       });
     });
 
+    describe("storage and retention", () => {
+      it("reports a run's rows and bytes, and undefined for an unknown run", async () => {
+        const { run, writer } = await create({}, state(2));
+        await store.update({ runId: run.id, set: { step: 1 }, journal: [stepEntry(1, baseTime + 1)], snapshot: writer.prepare(state(4, { n: 1 }), 1, baseTime + 1), effects: [effect(1)] });
+        writer.commit();
+        await store.insertCommand(command(run.id));
+        const storage = await store.runStorage(run.id);
+        expect(storage).toMatchObject({ journalEntries: 2, messages: 4, effects: 1, commands: 1 });
+        // At least the bodies of the four messages.
+        const bodies = state(4).messages.reduce((n, m) => n + JSON.stringify(m).length, 0);
+        expect(storage!.bytes).toBeGreaterThanOrEqual(bodies);
+        expect(await store.runStorage("run_missing")).toBeUndefined();
+      });
+
+      it("prunes only terminal runs last updated before the bound, in batches, with everything they own; a dry run removes nothing", async () => {
+        const old = baseTime + 100;
+        const bound = baseTime + 1_000;
+        const make = async (status: RunRecord["status"], at: number) => {
+          const { run } = await create();
+          await store.update({ runId: run.id, set: { status }, journal: [entry("status", at, { to: status })], effects: [effect(1, { updatedAt: at })] });
+          await store.insertCommand(command(run.id, { createdAt: at }));
+          return run.id;
+        };
+        const completedOld = await make("completed", old);
+        const failedOld = await make("failed", old + 1);
+        const cancelledOld = await make("cancelled", old + 2);
+        const runningOld = await make("running", old);
+        const pausedOld = await make("paused", old);
+        const completedNew = await make("completed", bound + 1);
+        const newest = (await create()).run.id;
+        const kept = [runningOld, pausedOld, completedNew, newest];
+        const removed = [completedOld, failedOld, cancelledOld];
+
+        const dry = await store.prune({ before: bound, dryRun: true });
+        expect(dry).toMatchObject({ runs: 3, journalEntries: 6 });
+        for (const id of [...kept, ...removed]) expect(await store.getRun(id)).toBeDefined();
+
+        const report = await store.prune({ before: bound, batchSize: 2 });
+        expect(report).toMatchObject({ runs: 3, journalEntries: 6, messages: 3, batches: 2 });
+        expect(report.bytes).toBeGreaterThan(0);
+        for (const id of removed) {
+          expect(await store.getRun(id)).toBeUndefined();
+          expect(await store.readJournal(id)).toEqual([]);
+          expect(await store.listEffects(id)).toEqual([]);
+          expect(await store.listCommands(id)).toEqual([]);
+          expect(await store.runStorage(id)).toBeUndefined();
+        }
+        for (const id of kept) {
+          expect(await store.getRun(id)).toBeDefined();
+          expect((await store.readJournal(id)).length).toBeGreaterThan(0);
+          expect((await store.loadState(id)).messages).toHaveLength(1);
+        }
+        expect((await store.listRuns({ limit: 100 })).map((r) => r.id).sort()).toEqual([...kept].sort());
+        expect(await store.prune({ before: bound })).toMatchObject({ runs: 0 });
+        // A run created after a prune gets a key of its own: nothing of a pruned run shows through it.
+        const after = (await create()).run;
+        expect((await store.readJournal(after.id)).map((e) => e.type)).toEqual(["run.created"]);
+      });
+    });
+
     describe("tokens", () => {
       it("saves tokens, finds them by hash and lists them", async () => {
         const viewer = { id: "tok_1", name: "ci", role: "viewer" as const, hash: "h1", createdAt: baseTime + 1, revokedAt: null };

@@ -1,9 +1,28 @@
 import type { Command } from "commander";
 import { info, out, withConnection, type CliIo } from "../cli-context.js";
-import { formatAge, runsTable } from "../format.js";
+import { TetherError } from "../../engine/errors.js";
+import { formatAge, formatBytes, parseDuration, runsTable } from "../format.js";
 
-/** The kill switch: halt, unhalt (admin). */
+/** The kill switch: halt, unhalt (admin); and retention: prune. */
 export function haltCommands(program: Command, io: CliIo): void {
+  program
+    .command("prune")
+    .description("delete finished runs (completed, failed, cancelled) last updated before a bound, with their journals (admin); never a run that is not finished")
+    .requiredOption("--completed-before <age>", "how old a finished run must be: 30d, 12h, 45m, 90s")
+    .option("--dry-run", "count what would be removed, remove nothing")
+    .option("--batch <n>", "runs deleted per transaction (running work goes on between batches)", (v) => Number.parseInt(v, 10))
+    .option("--json", "print JSON")
+    .action(async function prune(this: Command, flags: { completedBefore: string; dryRun?: boolean; batch?: number }) {
+      const olderThanMs = parseDuration(flags.completedBefore);
+      if (olderThanMs === undefined) throw new TetherError("invalid_input", `--completed-before ${JSON.stringify(flags.completedBefore)} is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s`);
+      await withConnection(this, {}, async ({ client, target }, globals) => {
+        const result = await client.prune({ olderThanMs, dryRun: flags.dryRun, ...(flags.batch ? { batchSize: flags.batch } : {}) });
+        if (globals.json) return out(io, JSON.stringify(result));
+        const what = `${result.runs} finished run${result.runs === 1 ? "" : "s"} last updated before ${new Date(result.before).toISOString()}: ${result.journalEntries} journal entries, ${result.messages} messages, ${formatBytes(result.bytes)}`;
+        out(io, result.dryRun ? `would remove ${what}` : `removed ${what} (${result.batches} batch${result.batches === 1 ? "" : "es"}) from ${target}`);
+      });
+    });
+
   program
     .command("halt")
     .description("emergency stop (admin): halt every run, or one agent's; in-flight calls are aborted, nothing is compensated, no new run starts")

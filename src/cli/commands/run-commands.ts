@@ -59,8 +59,8 @@ export function runCommands(program: Command, io: CliIo): void {
     .option("--json", "print JSON")
     .action(async function show(this: Command, runId: string) {
       await withConnection(this, {}, async ({ client }, globals) => {
-        const run = await client.get(runId);
-        out(io, globals.json ? JSON.stringify(run) : showRun(run, Date.now()));
+        const [run, storage] = await Promise.all([client.get(runId), client.storage(runId)]);
+        out(io, globals.json ? JSON.stringify({ ...run, storage }) : showRun(run, Date.now(), storage));
       });
     });
 

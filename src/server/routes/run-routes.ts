@@ -1,4 +1,4 @@
-import type { JournalPage, StateResponse } from "../api-types.js";
+import type { JournalPage, StateResponse, StorageResponse } from "../api-types.js";
 import { runView, runViews } from "../run-view.js";
 import type { Api, ServerContext } from "../server-context.js";
 import { parseIntegerParam, parseStatuses, readBody, startBodySchema } from "../validation.js";
@@ -24,6 +24,11 @@ export function runRoutes(api: Api, ctx: ServerContext): void {
   api.get("/runs/:id", ctx.guard("viewer"), async function getRun(c) {
     const run = await runtime.get(c.req.param("id"));
     return c.json({ run: await runView(runtime, run) });
+  });
+
+  api.get("/runs/:id/storage", ctx.guard("viewer"), async function storage(c) {
+    const body: StorageResponse = { storage: await runtime.storage(c.req.param("id")) };
+    return c.json(body);
   });
 
   api.get("/runs/:id/journal", ctx.guard("viewer"), async function readJournal(c) {
