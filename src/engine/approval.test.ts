@@ -3,7 +3,7 @@ import { z } from "zod";
 import { tool as aiTool } from "ai";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { SimulatedModel, type SimulatedTurn } from "../models/simulated-model.js";
-import { harness, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { harness, sequenceAgent, TestClock, waitUntil, type Harness } from "../testing/index.js";
 import { fromAiSdkTool } from "../tools/ai-sdk-tool.js";
 import { TetherError } from "./errors.js";
 import type { Json } from "./json.js";
@@ -265,6 +265,33 @@ describe("approval before a call", () => {
     expect(await codeOf(rt.reject(run.id, { actor: "alice", note: "no" }))).toBe("no_pending_approval");
     expect(await codeOf(rt.approve(run.id, { actor: "alice", callSeq: 2 }))).toBe("no_pending_approval");
     expect(await codeOf(rt.approve("run_missing", { actor: "alice" }))).toBe("run_not_found");
+  });
+});
+
+describe("approval in a step machine", () => {
+  it("a defineAgent step that calls a tool needing approval pauses the same way; its calls are asked one at a time", async () => {
+    const { pay, seen } = payments({ needsApproval: (input: { amount: number }) => input.amount >= 100 });
+    h = harness([
+      sequenceAgent({
+        name: "steps",
+        tools: [pay],
+        steps: [
+          { tool: "pay", input: { to: "a", amount: 100 } },
+          { tool: "pay", input: { to: "b", amount: 1 } },
+          { tool: "pay", input: { to: "c", amount: 300 } },
+        ],
+      }),
+    ]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    expect((await rt.waitFor(run.id, ["paused"])).approvals?.map((a) => [a.callSeq, a.input])).toEqual([[1, { to: "a", amount: 100 }]]);
+    await rt.approve(run.id, { actor: "alice" });
+    const second = await rt.waitFor(run.id, (r) => r.status === "paused" && r.step === 2);
+    expect(second.approvals?.map((a) => [a.callSeq, a.input])).toEqual([[3, { to: "c", amount: 300 }]]);
+    await rt.reject(run.id, { actor: "alice", note: "not c" });
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done.output).toBe(3);
+    expect(seen.map((p) => p.to)).toEqual(["a", "b"]);
   });
 });
 
