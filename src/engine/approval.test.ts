@@ -338,6 +338,31 @@ describe("approval deadlines", () => {
     expect(JSON.stringify(requests[1].at(-1))).toContain("was not run");
   });
 
+  it("a worker applies deadlines on its own: those it wrote, and those another process wrote (found by its rescan)", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 60_000 });
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    const deadlines = { checkMs: 20, rescanMs: 50 };
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { clock, approvalDeadlines: deadlines, workerPollMs: 20 });
+    const first = h.runtime;
+    first.startWorker();
+    const own = await first.start("payer", "pay acme");
+    await first.waitFor(own.id, ["paused"]);
+    clock.advance(60_001);
+    expect((await first.waitFor(own.id, ["completed", "failed"], { timeoutMs: 5_000 })).status).toBe("completed");
+
+    // Paused by a process that then went away; a worker started later finds the deadline.
+    const other = await first.start("payer", "pay acme again");
+    await first.waitFor(other.id, ["paused"]);
+    await first.close();
+    const second = h.open({ clock, approvalDeadlines: deadlines, workerPollMs: 20 });
+    second.startWorker();
+    clock.advance(60_001);
+    expect((await second.waitFor(other.id, ["completed", "failed"], { timeoutMs: 5_000 })).status).toBe("completed");
+    expect(seen).toEqual([]);
+    expect((await second.journal(other.id)).filter((e) => e.type === "approval.expired")).toHaveLength(1);
+  });
+
   it("onApprovalTimeout wait: the expiry is journaled once and the call keeps waiting for a person", async () => {
     const clock = new TestClock();
     const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 1_000, onApprovalTimeout: "wait" });
