@@ -229,20 +229,29 @@ describe("approval before a call", () => {
         },
       }),
     );
-    const { model } = scripted([
+    const { model, requests } = scripted([
       { toolName: "publish", input: { title: "draft: notes" } },
       { toolName: "publish", input: { title: "Launch" } },
+      { toolName: "publish", input: { title: "Teaser" } },
     ]);
-    h = harness([toolLoopAgent({ name: "publisher", tools: [publish], model })]);
+    h = harness([toolLoopAgent({ name: "publisher", tools: [publish], model })], { workerPollMs: 20 });
     const rt = h.runtime;
+    rt.startWorker();
     const run = await rt.start("publisher", "publish");
     const paused = await rt.waitFor(run.id, ["paused", "completed"]);
     expect(paused.statusReason).toBe("approval_required");
-    expect(paused.approvals?.map((a) => a.input)).toEqual([{ title: "Launch" }]);
+    expect(paused.approvals?.map((a) => [a.callSeq, a.input])).toEqual([
+      [3, { title: "Launch" }],
+      [4, { title: "Teaser" }],
+    ]);
     expect(seen).toEqual([{ title: "draft: notes" }]);
-    await rt.approve(run.id, { actor: "alice" });
-    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
-    expect(seen).toEqual([{ title: "draft: notes" }, { title: "Launch" }]);
+    // Decided from another process on the same store: edited, and rejected with a note.
+    const elsewhere = h.open({ worker: false });
+    await elsewhere.approve(run.id, { actor: "alice", callSeq: 3, input: { title: "Launch day" } });
+    await elsewhere.reject(run.id, { actor: "alice", callSeq: 4, note: "no teasers" });
+    expect((await elsewhere.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 10_000 })).status).toBe("completed");
+    expect(seen).toEqual([{ title: "draft: notes" }, { title: "Launch day" }]);
+    expect(JSON.stringify(requests[1].at(-1))).toContain("no teasers");
   });
 
   it("deciding with nothing pending is refused with no_pending_approval", async () => {
