@@ -3,7 +3,7 @@ import { z } from "zod";
 import { tool as aiTool } from "ai";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { SimulatedModel, type SimulatedTurn } from "../models/simulated-model.js";
-import { harness, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { harness, sequenceAgent, TestClock, waitUntil, type Harness } from "../testing/index.js";
 import { fromAiSdkTool } from "../tools/ai-sdk-tool.js";
 import { TetherError } from "./errors.js";
 import type { Json } from "./json.js";
@@ -229,20 +229,29 @@ describe("approval before a call", () => {
         },
       }),
     );
-    const { model } = scripted([
+    const { model, requests } = scripted([
       { toolName: "publish", input: { title: "draft: notes" } },
       { toolName: "publish", input: { title: "Launch" } },
+      { toolName: "publish", input: { title: "Teaser" } },
     ]);
-    h = harness([toolLoopAgent({ name: "publisher", tools: [publish], model })]);
+    h = harness([toolLoopAgent({ name: "publisher", tools: [publish], model })], { workerPollMs: 20 });
     const rt = h.runtime;
+    rt.startWorker();
     const run = await rt.start("publisher", "publish");
     const paused = await rt.waitFor(run.id, ["paused", "completed"]);
     expect(paused.statusReason).toBe("approval_required");
-    expect(paused.approvals?.map((a) => a.input)).toEqual([{ title: "Launch" }]);
+    expect(paused.approvals?.map((a) => [a.callSeq, a.input])).toEqual([
+      [3, { title: "Launch" }],
+      [4, { title: "Teaser" }],
+    ]);
     expect(seen).toEqual([{ title: "draft: notes" }]);
-    await rt.approve(run.id, { actor: "alice" });
-    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
-    expect(seen).toEqual([{ title: "draft: notes" }, { title: "Launch" }]);
+    // Decided from another process on the same store: edited, and rejected with a note.
+    const elsewhere = h.open({ worker: false });
+    await elsewhere.approve(run.id, { actor: "alice", callSeq: 3, input: { title: "Launch day" } });
+    await elsewhere.reject(run.id, { actor: "alice", callSeq: 4, note: "no teasers" });
+    expect((await elsewhere.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 10_000 })).status).toBe("completed");
+    expect(seen).toEqual([{ title: "draft: notes" }, { title: "Launch day" }]);
+    expect(JSON.stringify(requests[1].at(-1))).toContain("no teasers");
   });
 
   it("deciding with nothing pending is refused with no_pending_approval", async () => {
@@ -265,6 +274,33 @@ describe("approval before a call", () => {
     expect(await codeOf(rt.reject(run.id, { actor: "alice", note: "no" }))).toBe("no_pending_approval");
     expect(await codeOf(rt.approve(run.id, { actor: "alice", callSeq: 2 }))).toBe("no_pending_approval");
     expect(await codeOf(rt.approve("run_missing", { actor: "alice" }))).toBe("run_not_found");
+  });
+});
+
+describe("approval in a step machine", () => {
+  it("a defineAgent step that calls a tool needing approval pauses the same way; its calls are asked one at a time", async () => {
+    const { pay, seen } = payments({ needsApproval: (input: { amount: number }) => input.amount >= 100 });
+    h = harness([
+      sequenceAgent({
+        name: "steps",
+        tools: [pay],
+        steps: [
+          { tool: "pay", input: { to: "a", amount: 100 } },
+          { tool: "pay", input: { to: "b", amount: 1 } },
+          { tool: "pay", input: { to: "c", amount: 300 } },
+        ],
+      }),
+    ]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    expect((await rt.waitFor(run.id, ["paused"])).approvals?.map((a) => [a.callSeq, a.input])).toEqual([[1, { to: "a", amount: 100 }]]);
+    await rt.approve(run.id, { actor: "alice" });
+    const second = await rt.waitFor(run.id, (r) => r.status === "paused" && r.step === 2);
+    expect(second.approvals?.map((a) => [a.callSeq, a.input])).toEqual([[3, { to: "c", amount: 300 }]]);
+    await rt.reject(run.id, { actor: "alice", note: "not c" });
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done.output).toBe(3);
+    expect(seen.map((p) => p.to)).toEqual(["a", "b"]);
   });
 });
 
@@ -309,6 +345,31 @@ describe("approval deadlines", () => {
     expect(ofType(journal, "approval.expired").map((e) => e.data)).toEqual([{ tool: "pay", toolCallId: expect.any(String), ttlMs: 60_000, applied: "reject" }]);
     expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ actor: "deadline", decision: "rejected" });
     expect(JSON.stringify(requests[1].at(-1))).toContain("was not run");
+  });
+
+  it("a worker applies deadlines on its own: those it wrote, and those another process wrote (found by its rescan)", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 60_000 });
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    const deadlines = { checkMs: 20, rescanMs: 50 };
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { clock, approvalDeadlines: deadlines, workerPollMs: 20 });
+    const first = h.runtime;
+    first.startWorker();
+    const own = await first.start("payer", "pay acme");
+    await first.waitFor(own.id, ["paused"]);
+    clock.advance(60_001);
+    expect((await first.waitFor(own.id, ["completed", "failed"], { timeoutMs: 5_000 })).status).toBe("completed");
+
+    // Paused by a process that then went away; a worker started later finds the deadline.
+    const other = await first.start("payer", "pay acme again");
+    await first.waitFor(other.id, ["paused"]);
+    await first.close();
+    const second = h.open({ clock, approvalDeadlines: deadlines, workerPollMs: 20 });
+    second.startWorker();
+    clock.advance(60_001);
+    expect((await second.waitFor(other.id, ["completed", "failed"], { timeoutMs: 5_000 })).status).toBe("completed");
+    expect(seen).toEqual([]);
+    expect((await second.journal(other.id)).filter((e) => e.type === "approval.expired")).toHaveLength(1);
   });
 
   it("onApprovalTimeout wait: the expiry is journaled once and the call keeps waiting for a person", async () => {

@@ -1,6 +1,6 @@
 import type { Action } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
-import { AlreadyDecidedError, InvalidInputError, NoPendingApprovalError, RunNotFoundError, TetherError } from "./errors.js";
+import { AlreadyDecidedError, IllegalTransitionError, InvalidInputError, NoPendingApprovalError, RunNotFoundError, TetherError } from "./errors.js";
 import type { Json, JsonObject } from "./json.js";
 import { statusEntry } from "./status-entry.js";
 import type { ApprovalDecision, ApprovalRequest, JournalInput, RunPatch, RunRecord } from "./store.js";
@@ -139,10 +139,19 @@ export async function decideApproval(
   const actor = options.actor ?? "local";
   if (verdict === "rejected" && !options.note?.trim()) throw new InvalidInputError("a rejection needs a note: the agent receives it as the call's result");
   if (options.note !== undefined && options.note.length > 10_000) throw new InvalidInputError("a note is at most 10,000 characters");
+  let pausingWaits = 0;
   for (let attempt = 0; ; attempt++) {
     if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while a decision was being recorded`);
     const run = await ctx.store.getRun(runId);
     if (!run) throw new RunNotFoundError(runId);
+    // Asked, and not paused yet (the worker is releasing what a pause releases): a decision that
+    // completed the batch now would find no paused run to continue. Decide once it is paused.
+    if (run.status === "pausing" && undecided(run).length) {
+      if (++pausingWaits > 500) throw new IllegalTransitionError(runId, "decide an approval of", run.status, "it has not finished pausing; decide once it is paused");
+      attempt--;
+      await ctx.clock.sleep(20);
+      continue;
+    }
     const targets = await decisionTargets(ctx, run, options);
     if (verdict === "approved" && options.input !== undefined) {
       if (targets.length !== 1) throw new InvalidInputError(`calls ${targets.map((t) => t.callSeq).join(", ")} wait for approval: edited arguments need the call they are for (callSeq)`);

@@ -3,6 +3,7 @@ import { describeShape } from "./input-shape.js";
 import { redactingStore, type SecretRedactor } from "./secrets.js";
 import { sendMessage } from "./steering.js";
 import { decideApproval, expireApprovals, nextApprovalDeadline, undecided, type ApprovalDecisionInput } from "./approval.js";
+import { ApprovalDeadlines, type ApprovalDeadlineOptions } from "./approval-deadlines.js";
 import { defaultBudgets, trippedBudget, type Budgets } from "./budgets.js";
 import { systemClock, type Clock } from "./clock.js";
 import { pendingCompensations } from "./compensation.js";
@@ -68,8 +69,8 @@ export interface RuntimeOptions {
   retention?: { olderThanMs: number; everyMs?: number; batchSize?: number };
   /** How often the worker looks for queued or orphaned runs. */
   workerPollMs?: number;
-  /** How often the worker looks for approvals whose deadline passed (`approvalTtlMs`). Default 1000. */
-  approvalSweepMs?: number;
+  /** How a worker notices approvals whose deadline passed (`approvalTtlMs`): checked every second, paused runs rescanned every minute. */
+  approvalDeadlines?: ApprovalDeadlineOptions;
   compensation?: Partial<CompensationPolicy>;
   /** Known secret values to keep out of everything stored or sent (createTether fills it from the environment). */
   redactor?: SecretRedactor;
@@ -142,8 +143,7 @@ export class Runtime {
   private readonly isWorker: boolean;
   private readonly workerPollMs: number;
   private workerTimer: NodeJS.Timeout | undefined;
-  private approvalTimer: NodeJS.Timeout | undefined;
-  private readonly approvalSweepMs: number;
+  private readonly approvalDeadlines: ApprovalDeadlines;
   private closed = false;
   private readonly watcher: RunWatcher;
   /** Runs this process executes at once. */
@@ -159,7 +159,6 @@ export class Runtime {
     this.agentMap = new Map(options.agents.map((a) => [a.name, a]));
     this.isWorker = options.worker ?? true;
     this.workerPollMs = options.workerPollMs ?? 100;
-    this.approvalSweepMs = options.approvalSweepMs ?? 1_000;
     const ids = options.ids ?? randomIds;
     this.ctx = {
       store: this.store,
@@ -177,6 +176,7 @@ export class Runtime {
     };
     this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 200));
     this.retention = options.retention;
+    this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => this.expireRunApprovals(runId), options.approvalDeadlines);
     const ctx = this.ctx;
     this.watcher = new RunWatcher({
       store: this.store,
@@ -212,8 +212,7 @@ export class Runtime {
     this.workerTimer = setInterval(() => this.claimSoonAvailable(), this.workerPollMs);
     this.workerTimer.unref?.();
     this.claimSoonAvailable();
-    this.approvalTimer = setInterval(() => void this.expireApprovals().catch(() => undefined), this.approvalSweepMs);
-    this.approvalTimer.unref?.();
+    this.approvalDeadlines.start();
     if (this.retention) {
       const retention = this.retention;
       this.retentionTimer = setInterval(
@@ -259,8 +258,7 @@ export class Runtime {
   stopWorker(): void {
     clearInterval(this.workerTimer);
     this.workerTimer = undefined;
-    clearInterval(this.approvalTimer);
-    this.approvalTimer = undefined;
+    this.approvalDeadlines.stop();
     clearInterval(this.retentionTimer);
     this.retentionTimer = undefined;
   }
@@ -636,8 +634,8 @@ export class Runtime {
   }
 
   /**
-   * Applies every approval deadline that has passed (`approvalTtlMs` and `onApprovalTimeout`);
-   * a worker does this every `approvalSweepMs`. Returns the runs it changed.
+   * Applies every approval deadline that has passed (`approvalTtlMs` and `onApprovalTimeout`),
+   * reading every paused run; a worker does it on its own (approval-deadlines.ts). Returns the runs it changed.
    */
   async expireApprovals(): Promise<RunRecord[]> {
     const now = this.ctx.clock.now();
@@ -645,10 +643,15 @@ export class Runtime {
     for (const run of await this.store.listRuns({ status: ["paused", "pausing", "halted"], limit: 100_000 })) {
       const deadline = nextApprovalDeadline(run);
       if (deadline === undefined || deadline > now) continue;
-      const after = await expireApprovals(this.ctx, run.id, this.approvalStaleCheck);
-      if (after && after.version !== run.version) changed.push(this.decided({ run: after }).run);
+      const after = await this.expireRunApprovals(run.id);
+      if (after && after.version !== run.version) changed.push(after);
     }
     return changed;
+  }
+
+  private async expireRunApprovals(runId: string): Promise<RunRecord | undefined> {
+    const after = await expireApprovals(this.ctx, runId, this.approvalStaleCheck);
+    return after && this.decided({ run: after }).run;
   }
 
   /** Adds a message or applies a state patch to a paused run, without resuming it. */

@@ -73,6 +73,8 @@ describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
     expect(await first.innerText()).toContain("acme");
     expect(await second.innerText()).toContain("globex");
     await page.screenshot({ path: join(screenshots(), "approval.png") });
+    // Resume would not get past them: the calls are decided below.
+    expect(await page.locator("[data-testid=control-bar] [data-testid=resume]").isDisabled()).toBe(true);
 
     await first.locator("[data-testid=approve]").click();
     await expect.poll(() => first.locator("[data-testid=approval-decision]").innerText(), { timeout: 10_000 }).toContain("approved by");

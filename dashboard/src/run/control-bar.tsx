@@ -17,7 +17,8 @@ export function ControlBar(props: { run: RunView; controls: RunControls; onCance
   const { run, controls } = props;
   const allowed = roleAllows(identity.role, "operator");
   const pauseOk = allowed && canApply("pause", run.status);
-  const resumeOk = allowed && canApply("resume", run.status) && !run.inflight?.uncertain;
+  const awaitingApproval = run.approvals?.some((a) => !a.decision) ?? false;
+  const resumeOk = allowed && canApply("resume", run.status) && !run.inflight?.uncertain && !awaitingApproval;
   const cancelOk = allowed && canApply("cancel", run.status);
   const anyOk = pauseOk || resumeOk || cancelOk;
   return (
@@ -30,7 +31,15 @@ export function ControlBar(props: { run: RunView; controls: RunControls; onCance
           class="btn btn-control btn-resume"
           onClick={() => void controls.resume()}
           disabled={!resumeOk || controls.busy !== null}
-          title={resumeOk ? "Resume from the latest snapshot" : run.inflight?.uncertain && allowed ? "Decide about the uncertain effect first" : why("resume", run.status, allowed, identity.role)}
+          title={
+            resumeOk
+              ? "Resume from the latest snapshot"
+              : run.inflight?.uncertain && allowed
+                ? "Decide about the uncertain effect first"
+                : awaitingApproval && allowed
+                  ? "Approve or reject the calls waiting below; the run continues once all are decided"
+                  : why("resume", run.status, allowed, identity.role)
+          }
           data-testid="resume"
         >
           <Icon name="play" /> {controls.busy === "resume" ? "Resuming…" : "Resume"} <Kbd>R</Kbd>

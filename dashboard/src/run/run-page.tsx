@@ -37,7 +37,7 @@ export function RunPage(props: { id: string }) {
   useHotkeys(
     {
       p: () => run && operator && canApply("pause", run.status) && void controls.pause(),
-      r: () => run && operator && canApply("resume", run.status) && !run.inflight?.uncertain && void controls.resume(),
+      r: () => run && operator && canApply("resume", run.status) && !run.inflight?.uncertain && !run.approvals?.some((a) => !a.decision) && void controls.resume(),
       c: () => run && operator && canApply("cancel", run.status) && setCancelOpen(true),
     },
     run !== undefined,

@@ -1,0 +1,85 @@
+import { nextApprovalDeadline } from "./approval.js";
+import type { EngineContext } from "./engine-context.js";
+import type { RunRecord } from "./store.js";
+
+export interface ApprovalDeadlineOptions {
+  /** How often the deadlines known to this process are checked against the clock. Default 1000. */
+  checkMs?: number;
+  /** How often every paused run is read for deadlines set by other processes. Default 60 000. */
+  rescanMs?: number;
+}
+
+/**
+ * When approvals pass their deadline, in a worker. The deadlines this process learns of as it
+ * writes them (`approval.requested` on its own event bus) and from a scan of the paused runs (at
+ * start, then every `rescanMs`) are checked every `checkMs`: the cost between scans is the number
+ * of deadlines waiting, not the number of stored runs.
+ */
+export class ApprovalDeadlines {
+  private readonly due = new Map<string, number>();
+  private unsubscribe: (() => void) | undefined;
+  private checkTimer: NodeJS.Timeout | undefined;
+  private rescanTimer: NodeJS.Timeout | undefined;
+  private checking = false;
+
+  constructor(
+    private readonly ctx: Pick<EngineContext, "store" | "clock" | "bus">,
+    /** Applies the run's passed deadlines; returns the run after, or undefined if it is gone. */
+    private readonly expire: (runId: string) => Promise<RunRecord | undefined>,
+    private readonly options: ApprovalDeadlineOptions = {},
+  ) {}
+
+  start(): void {
+    if (this.checkTimer) return;
+    this.unsubscribe = this.ctx.bus.subscribeAll((event) => {
+      if (event.kind !== "journal" || event.entry.type !== "approval.requested") return;
+      const expiresAt = event.entry.data.expiresAt;
+      if (typeof expiresAt === "number") this.note(event.runId, expiresAt);
+    });
+    this.checkTimer = setInterval(() => void this.check(), this.options.checkMs ?? 1_000);
+    this.checkTimer.unref?.();
+    this.rescanTimer = setInterval(() => void this.rescan().catch(() => undefined), this.options.rescanMs ?? 60_000);
+    this.rescanTimer.unref?.();
+    void this.rescan().catch(() => undefined);
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    clearInterval(this.checkTimer);
+    clearInterval(this.rescanTimer);
+    this.checkTimer = undefined;
+    this.rescanTimer = undefined;
+  }
+
+  private note(runId: string, at: number): void {
+    const known = this.due.get(runId);
+    if (known === undefined || at < known) this.due.set(runId, at);
+  }
+
+  /** Every paused (or halted) run's next deadline, read from the store. */
+  async rescan(): Promise<void> {
+    for (const run of await this.ctx.store.listRuns({ status: ["paused", "pausing", "halted"], limit: 100_000 })) {
+      const next = nextApprovalDeadline(run);
+      if (next !== undefined) this.note(run.id, next);
+    }
+  }
+
+  /** Applies the deadlines that passed; a run's next deadline, if any, is kept. */
+  async check(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      const now = this.ctx.clock.now();
+      for (const [runId, at] of [...this.due]) {
+        if (at > now) continue;
+        this.due.delete(runId);
+        const after = await this.expire(runId).catch(() => undefined);
+        const next = after && nextApprovalDeadline(after);
+        if (next !== undefined) this.note(runId, next);
+      }
+    } finally {
+      this.checking = false;
+    }
+  }
+}
