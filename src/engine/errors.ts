@@ -35,6 +35,7 @@ export const errorCodes = [
   "store_limit",
   "wait_timeout",
   "not_found",
+  "missing_dependency",
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];
@@ -158,6 +159,17 @@ export class ModelCallError extends TetherError {
   constructor(message: string, details?: Record<string, unknown>, cause?: unknown) {
     super("model_error", message, details, { cause });
     this.name = "ModelCallError";
+  }
+}
+
+/**
+ * A feature needs an optional package that is not installed (a model provider, the MCP SDK, the
+ * AI SDK, tsx for a TypeScript config, playwright-core): the message says what to `npm install`.
+ */
+export class MissingDependencyError extends TetherError {
+  constructor(packageName: string, feature: string, install: string, cause?: unknown) {
+    super("missing_dependency", `${feature} needs the package ${packageName}, which is not installed: run \`npm install ${install}\``, { package: packageName, feature, install: `npm install ${install}` }, { cause });
+    this.name = "MissingDependencyError";
   }
 }
 
