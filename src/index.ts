@@ -36,5 +36,6 @@ export type { RunWaitingPayload } from "./notify/webhook-payload.js";
 export { verifyWebhookSignature, signWebhookBody, signatureHeader, type VerifyWebhookOptions, type WebhookVerification } from "./notify/webhook-signature.js";
 export { toolLoopAgent, pendingToolCall, type ToolLoopAgentOptions } from "./agents/tool-loop-agent.js";
 export { createTether, defaultDatabasePath, type TetherOptions } from "./tether.js";
+export { traceRuns, tracingAvailable, tracerName, type RunTracingOptions, type TraceableRuntime } from "./telemetry/run-tracing.js";
 export * from "./server/index.js";
 export * from "./client/index.js";

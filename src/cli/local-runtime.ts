@@ -7,6 +7,7 @@ import { createModelRegistry } from "../models/providers.js";
 import { createApp } from "../server/app.js";
 import { packageVersion } from "../server/package-info.js";
 import { SqliteStore } from "../stores/sqlite-store.js";
+import { traceRuns, tracingAvailable } from "../telemetry/run-tracing.js";
 import { loadAgents, type LoadedAgents, type ModelSource } from "./agents-loader.js";
 import type { Connection, GlobalOptions } from "./connection.js";
 
@@ -32,6 +33,8 @@ export function describeAgents(loaded: LoadedAgents): string {
 export function executingRuntime(dbPath: string, loaded: LoadedAgents): { runtime: Runtime; store: SqliteStore } {
   const store = new SqliteStore({ path: dbPath });
   const runtime = new Runtime({ store, agents: loaded.agents, resolveModel: (loaded.models ?? createModelRegistry()).resolver, redactor: SecretRedactor.fromEnvironment() });
+  // Spans when @opentelemetry/api is installed and a provider is registered (node --import ./otel-setup.js).
+  if (tracingAvailable()) traceRuns(runtime);
   runtime.startWorker();
   return { runtime, store };
 }

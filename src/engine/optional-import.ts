@@ -12,6 +12,7 @@ export const optionalPeers = {
   "@ai-sdk/openai": "^3.0.0",
   "@ai-sdk/openai-compatible": "^2.0.0",
   "@modelcontextprotocol/sdk": "^1.32.0",
+  "@opentelemetry/api": "^1.9.0",
   ai: "^6.0.0",
   "playwright-core": "^1.65.0",
   tsx: "^4.23.0",

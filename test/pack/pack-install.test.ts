@@ -65,7 +65,7 @@ describe("package.json", () => {
 
 describe("the packed tarball installed into an empty project without optional peers", () => {
   it("installs only the core: none of the optional peers, no TypeScript loader, no browser driver", () => {
-    for (const name of [...Object.keys(optionalPeers), "@ai-sdk/provider", "esbuild", "typescript"]) {
+    for (const name of [...Object.keys(optionalPeers), "@ai-sdk/provider", "@opentelemetry/sdk-trace-base", "esbuild", "typescript"]) {
       expect(existsSync(join(consumer.dir, "node_modules", name)), `${name} is installed`).toBe(false);
     }
     for (const name of Object.keys(repoPackage.dependencies)) expect(existsSync(join(consumer.dir, "node_modules", name)), name).toBe(true);
@@ -148,7 +148,7 @@ await tether.close();
     writeFileSync(
       join(project, "consumer.ts"),
       `import { z } from "zod";
-import { createTether, tool, toolLoopAgent, SqliteStore, aiSdkModel, mcpTools, fromAiSdkTool, TetherError, type RunRecord, type TetherModel, type McpToolInfo } from "tether-runtime";
+import { createTether, tool, toolLoopAgent, SqliteStore, aiSdkModel, mcpTools, fromAiSdkTool, traceRuns, TetherError, type RunRecord, type TetherModel, type McpToolInfo, type RunTracingOptions } from "tether-runtime";
 import { Ledger } from "tether-runtime/testing";
 
 const drafts = new Map<string, string>();
@@ -170,7 +170,7 @@ export async function main(): Promise<RunRecord> {
   await tether.pause(run.id, { actor: "me", reason: "look", wait: true });
   return tether.waitFor(run.id, ["paused"]);
 }
-export const optional: [typeof aiSdkModel, typeof mcpTools, typeof fromAiSdkTool, McpToolInfo | undefined, TetherModel | undefined] = [aiSdkModel, mcpTools, fromAiSdkTool, undefined, undefined];
+export const optional: [typeof aiSdkModel, typeof mcpTools, typeof fromAiSdkTool, typeof traceRuns, McpToolInfo | undefined, TetherModel | undefined, RunTracingOptions] = [aiSdkModel, mcpTools, fromAiSdkTool, traceRuns, undefined, undefined, { captureContent: false }];
 export const isTetherError = (e: unknown): boolean => TetherError.isInstance(e) && e.code === "missing_dependency";
 export const ledger = Ledger;
 `,
@@ -183,11 +183,12 @@ export const ledger = Ledger;
   it("a feature whose optional peer is missing fails with missing_dependency and the npm install to run", () => {
     writeFileSync(
       join(consumer.dir, "missing.mjs"),
-      `import { createTether, toolLoopAgent, mcpTools, fromAiSdkTool } from "tether-runtime";
+      `import { createTether, toolLoopAgent, mcpTools, fromAiSdkTool, traceRuns } from "tether-runtime";
 const report = (error) => ({ code: error.code, message: error.message, install: error.details?.install });
 const out = {};
 const tether = createTether({ agents: [toolLoopAgent({ name: "a", tools: [] })], dir: "missing-store" });
 try { await tether.start("a", "hi", { model: "openai:gpt-4o-mini" }); out.provider = "started"; } catch (e) { out.provider = report(e); }
+try { traceRuns(tether); out.tracing = "traced"; } catch (e) { out.tracing = report(e); }
 await tether.close();
 try { await mcpTools({ type: "stdio", command: "true" }); out.mcp = "connected"; } catch (e) { out.mcp = report(e); }
 try { fromAiSdkTool("t", { inputSchema: { type: "object" }, execute: async () => 1 }); out.aiTool = "wrapped"; } catch (e) { out.aiTool = report(e); }
@@ -201,6 +202,7 @@ console.log(JSON.stringify(out));
     expect(out.provider.message).toContain('the model "openai:gpt-4o-mini" needs the package @ai-sdk/openai');
     expect(out.mcp).toMatchObject({ code: "missing_dependency", install: "npm install @modelcontextprotocol/sdk@1" });
     expect(out.aiTool).toMatchObject({ code: "missing_dependency", install: "npm install ai@6" });
+    expect(out.tracing).toMatchObject({ code: "missing_dependency", install: "npm install @opentelemetry/api@1" });
   });
 
   it("a TypeScript config without tsx is refused with missing_dependency and the npm install", () => {

@@ -52,7 +52,7 @@ export function installInto(specs: readonly string[], flags: readonly string[] =
   return { dir, ms, bytes: sizeOf(modules), packages: countPackages(modules) };
 }
 
-function sizeOf(path: string): number {
+export function sizeOf(path: string): number {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (!stat) return 0;
   if (!stat.isDirectory()) return stat.size;
