@@ -36,7 +36,6 @@ import {
   createTether,
   defineAgent,
   SimulatedModel,
-  SqliteStore,
   type Action,
   type AgentDefinition,
   type AgentState,
@@ -48,6 +47,8 @@ import {
   type TetherModel,
 } from "../src/index.js";
 import { restoreState } from "../src/engine/snapshot.js";
+// The class itself: the benchmark reads its raw connection, which the public type leaves out.
+import { SqliteStore } from "../src/stores/sqlite-store.js";
 import { seededRandom } from "../src/models/seeded-random.js";
 import { baselineLoop, benchAgent, instantModel, median, percentile, runDurable } from "./bench-agent.js";
 import { messagesInRows, rowKey } from "../src/stores/sqlite-schema.js";

@@ -6,6 +6,7 @@ import type { Store } from "./engine/store.js";
 import type { ModelRegistry } from "./models/model-registry.js";
 import { createModelRegistry } from "./models/providers.js";
 import { SqliteStore } from "./stores/sqlite-store.js";
+import { traceRuns, tracingAvailable, type RunTracingOptions } from "./telemetry/run-tracing.js";
 
 export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "agents" | "resolveModel">> {
   agents: readonly AgentDefinition[];
@@ -21,6 +22,12 @@ export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "a
    * `*_PASSWORD`. `false` turns redaction off.
    */
   secrets?: readonly string[] | false;
+  /**
+   * OpenTelemetry spans for runs, model calls, tool calls, compensations and control commands
+   * (`traceRuns`). Default: on when `@opentelemetry/api` is installed (its tracer is a no-op
+   * until you register a provider); `false` turns it off; `true` or options require the package.
+   */
+  tracing?: boolean | RunTracingOptions;
 }
 
 export function defaultDatabasePath(dir = ".tether"): string {
@@ -32,5 +39,8 @@ export function createTether(options: TetherOptions): Runtime {
   const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
   const models = options.models ?? createModelRegistry();
   const redactor = options.secrets === false ? undefined : SecretRedactor.fromEnvironment(process.env, options.secrets ?? []);
-  return new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver, redactor });
+  const runtime = new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver, redactor });
+  const tracing = options.tracing ?? tracingAvailable();
+  if (tracing !== false) traceRuns(runtime, tracing === true ? {} : tracing);
+  return runtime;
 }

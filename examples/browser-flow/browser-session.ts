@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { basename, isAbsolute } from "node:path";
-import { chromium, type Browser, type BrowserContext, type BrowserServer, type Page } from "playwright-core";
+import type { Browser, BrowserContext, BrowserServer, Page } from "playwright-core";
+import { optionalImport } from "../../src/engine/optional-import.js";
 import type { Json } from "../../src/engine/json.js";
 import { resource, type ResourceDefinition } from "../../src/engine/resource.js";
 
@@ -134,6 +135,7 @@ async function launch(runId: string, executablePath: string): Promise<BrowserSes
   if (!existsSync(executablePath)) {
     throw new Error(`Chromium is not at ${executablePath}: install Debian's chromium package (apt-get install chromium) or set TETHER_CHROMIUM to its path`);
   }
+  const { chromium } = await optionalImport<typeof import("playwright-core")>("playwright-core", "the browser-flow example");
   const server = await chromium.launchServer({ executablePath, headless: true, args: chromiumArgs });
   const pid = server.process().pid;
   if (pid === undefined) {

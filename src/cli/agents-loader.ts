@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { AgentDefinition } from "../engine/agent.js";
+import { optionalImport } from "../engine/optional-import.js";
 import type { ModelRegistry } from "../models/model-registry.js";
 import { UsageError } from "./exit-codes.js";
 
@@ -35,12 +36,8 @@ export async function importModule(path: string): Promise<Record<string, unknown
     const code = (error as NodeJS.ErrnoException).code;
     if (!/\.[mc]?ts$/.test(path) || code !== "ERR_UNKNOWN_FILE_EXTENSION") throw error;
   }
-  let tsImport: (specifier: string, parent: string) => Promise<unknown>;
-  try {
-    ({ tsImport } = (await import("tsx/esm/api")) as { tsImport: typeof tsImport });
-  } catch {
-    throw new UsageError(`loading ${path} needs tsx (npm install -D tsx), or compile it to JavaScript and pass the .js file`);
-  }
+  // tsx is an optional peer; without it the error names `npm install tsx` (or compile to .js).
+  const { tsImport } = await optionalImport<{ tsImport: (specifier: string, parent: string) => Promise<unknown> }>("tsx/esm/api", `loading the TypeScript file ${path} (or compile it to JavaScript and pass the .js file)`);
   return (await tsImport(url, import.meta.url)) as Record<string, unknown>;
 }
 

@@ -8,6 +8,7 @@ import { createApp } from "../server/app.js";
 import { packageVersion } from "../server/package-info.js";
 import type { Store } from "../engine/store.js";
 import { describeLocation, openStore, type StoreLocation } from "../stores/open-store.js";
+import { traceRuns, tracingAvailable } from "../telemetry/run-tracing.js";
 import { loadAgents, type LoadedAgents, type ModelSource } from "./agents-loader.js";
 import type { Connection, GlobalOptions } from "./connection.js";
 
@@ -45,6 +46,8 @@ export async function executingRuntime(location: StoreLocation, loaded: LoadedAg
     redactor: SecretRedactor.fromEnvironment(),
     ...settings,
   });
+  // Spans when @opentelemetry/api is installed and a provider is registered (node --import ./otel-setup.js).
+  if (tracingAvailable()) traceRuns(runtime);
   runtime.startWorker();
   return { runtime, store };
 }

@@ -3,10 +3,13 @@ import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
 import { messagesInRows, messagesRowData, perRun, rowKey } from "../stores/sqlite-schema.js";
+import type { SqliteStore } from "../stores/sqlite-store.js";
 import { TetherError } from "./errors.js";
 import { tool } from "./tool.js";
 
 let h: Harness | undefined;
+/** The store's raw connection (the harness has the store's public type, which leaves it out). */
+const rawDatabase = (harness: Harness) => (harness.store as SqliteStore).database;
 afterEach(async () => {
   await h?.cleanup();
   h = undefined;
@@ -48,7 +51,7 @@ function keyOf(runId: string, n: number): number {
 
 /** The run's row of messages that holds message `index`: its key, its bodies, and where `index` is among them. */
 function messagesRow(runId: string, index: number): { k: number; bodies: string[]; at: number } {
-  const rows = h!.store.database
+  const rows = rawDatabase(h!)
     .prepare("SELECT k, data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k")
     .all(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { k: number; data: string }[];
   let first = 0;
@@ -69,11 +72,11 @@ function messageBody(runId: string, index: number): string {
 function overwriteMessage(runId: string, index: number, body: string): void {
   const row = messagesRow(runId, index);
   row.bodies[row.at] = body;
-  h!.store.database.prepare("UPDATE journal SET data = ? WHERE k = ?").run(messagesRowData(row.bodies), row.k);
+  rawDatabase(h!).prepare("UPDATE journal SET data = ? WHERE k = ?").run(messagesRowData(row.bodies), row.k);
 }
 
 function rowCounts(runId: string): Record<string, number> {
-  const db = h!.store.database;
+  const db = rawDatabase(h!);
   const byRunId = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE run_id = ?`).get(runId) as { n: number }).n;
   const byKey = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE k >= ? AND k < ?`).get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
   const snapshots = (db.prepare("SELECT count(*) AS n FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL").get(keyOf(runId, 0), keyOf(runId, perRun - 1)) as { n: number }).n;
@@ -161,7 +164,7 @@ describe("a corrupt snapshot", () => {
 
   it("refuses a snapshot whose vars were changed", async () => {
     const { rt, run } = await pausedRun();
-    h!.store.database
+    rawDatabase(h!)
       .prepare("UPDATE journal SET vars = ? WHERE k >= ? AND k < ? AND vars IS NOT NULL")
       .run('{"topic":"ebb tides"}', keyOf(run.id, 0), keyOf(run.id, perRun - 1));
     expect(await codeOf(rt.resume(run.id))).toBe("snapshot_corrupt");

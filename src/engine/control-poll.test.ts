@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { effectTool, harness, Ledger, sequenceAgent, tempSqlite, waitUntil, type Harness, type TempSqlite } from "../testing/index.js";
-import type { SqliteStore } from "../stores/sqlite-store.js";
+import type { SqliteStore } from "../sqlite-store-types.js";
 import { observedStore } from "../testing/observed-store.js";
 
 let h: Harness | undefined;

@@ -165,6 +165,17 @@ export class ModelCallError extends TetherError {
 }
 
 /**
+ * A feature needs an optional package that is not installed (a model provider, the MCP SDK, the
+ * AI SDK, tsx for a TypeScript config, playwright-core): the message says what to `npm install`.
+ */
+export class MissingDependencyError extends TetherError {
+  constructor(packageName: string, feature: string, install: string, cause?: unknown) {
+    super("missing_dependency", `${feature} needs the package ${packageName}, which is not installed: run \`npm install ${install}\``, { package: packageName, feature, install: `npm install ${install}` }, { cause });
+    this.name = "MissingDependencyError";
+  }
+}
+
+/**
  * Thrown by a tool whose backend went away (an MCP server that died, a lost connection): the
  * call fails, the state does not advance, and the run pauses so a person can fix it and resume.
  */

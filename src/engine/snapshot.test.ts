@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { harness, tempSqlite, type Harness, type TempSqlite } from "../testing/index.js";
 import { observedStore } from "../testing/observed-store.js";
+// The class: these tests read its raw connection, which the public type leaves out.
 import type { SqliteStore } from "../stores/sqlite-store.js";
 import { rowKey } from "../stores/sqlite-schema.js";
 import { defineAgent } from "./agent.js";
@@ -57,7 +58,7 @@ function scribe(total: number) {
 describe("snapshots", () => {
   it("cost what a step changed: the bytes written at step 500 are about those at step 10", async () => {
     sqlite = tempSqlite();
-    const { store, seen } = recording(sqlite.open());
+    const { store, seen } = recording(sqlite.open() as SqliteStore);
     h = harness([scribe(500)], { store });
     const rt = h.runtime;
     const run = await rt.start("scribe", null);
@@ -89,7 +90,7 @@ describe("snapshots", () => {
 
   it("resume reads the latest snapshot, never the journal", async () => {
     sqlite = tempSqlite();
-    const { store, seen } = recording(sqlite.open());
+    const { store, seen } = recording(sqlite.open() as SqliteStore);
     h = harness([scribe(300)], { store });
     const rt = h.runtime;
     const run = await rt.start("scribe", null, { budgets: { maxSteps: 250 } });

@@ -1,10 +1,40 @@
-import { APICallError, getErrorMessage, type LanguageModelV3, type LanguageModelV3CallOptions, type LanguageModelV3StreamPart } from "@ai-sdk/provider";
+import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart } from "@ai-sdk/provider";
 import { ModelCallError, TetherError } from "../engine/errors.js";
+import type { Json } from "../engine/json.js";
 import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel } from "../engine/model.js";
 import * as v3 from "./ai-sdk-v3.js";
 
-/** Call settings passed through to every call (temperature, maxOutputTokens, providerOptions, headers). */
-export type AiSdkCallSettings = Omit<LanguageModelV3CallOptions, "prompt" | "tools" | "toolChoice" | "abortSignal">;
+// The public types below are Tether's own, shaped like the AI SDK's: the published `.d.ts`
+// must not import `@ai-sdk/provider`, an optional peer. `optional-peer-types.test.ts` keeps
+// them assignable to the real ones.
+
+/**
+ * An AI SDK language model (provider specification v3, AI SDK 6): what `openai("gpt-4o")`,
+ * `anthropic(...)` or any `LanguageModelV3` is. Only the members Tether uses are named.
+ */
+export interface AiSdkLanguageModel {
+  readonly specificationVersion: string;
+  readonly provider: string;
+  readonly modelId: string;
+  doStream(options: never): PromiseLike<{ stream: ReadableStream<unknown> }>;
+}
+
+/** Call settings passed through to every call (the AI SDK's call options but the prompt, tools and signal). */
+export interface AiSdkCallSettings {
+  maxOutputTokens?: number;
+  temperature?: number;
+  stopSequences?: string[];
+  topP?: number;
+  topK?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  responseFormat?: { type: "text" } | { type: "json"; schema?: { [key: string]: Json }; name?: string; description?: string };
+  seed?: number;
+  includeRawChunks?: boolean;
+  headers?: Record<string, string | undefined>;
+  /** Per provider: `{ openai: { reasoningEffort: "low" } }`. */
+  providerOptions?: Record<string, { [key: string]: Json | undefined }>;
+}
 
 export interface AiSdkModelOptions {
   /**
@@ -24,7 +54,8 @@ export interface AiSdkModelOptions {
  * carrying the provider's message, which the gate journals as `call.failed` and the run
  * pauses with reason `model_error`.
  */
-export function aiSdkModel(model: LanguageModelV3, options: AiSdkModelOptions = {}): TetherModel {
+export function aiSdkModel(languageModel: AiSdkLanguageModel, options: AiSdkModelOptions = {}): TetherModel {
+  const model = languageModel as unknown as LanguageModelV3;
   const version = (model as { specificationVersion?: unknown }).specificationVersion;
   if (version !== v3.specificationVersion) {
     throw new TypeError(`aiSdkModel supports AI SDK language models of specification ${v3.specificationVersion}; ${model.provider}:${model.modelId} is ${String(version)}`);
@@ -44,7 +75,7 @@ async function* streamParts(model: LanguageModelV3, label: string, settings: AiS
   const { signal } = options;
   let stream: ReadableStream<LanguageModelV3StreamPart>;
   try {
-    ({ stream } = await model.doStream({ ...settings, prompt: v3.toPrompt(request.messages), ...v3.toTools(request.tools), abortSignal: signal }));
+    ({ stream } = await model.doStream({ ...(settings as Omit<LanguageModelV3CallOptions, "prompt">), prompt: v3.toPrompt(request.messages), ...v3.toTools(request.tools), abortSignal: signal }));
   } catch (error) {
     if (signal.aborted) throw signal.reason;
     throw modelCallError(label, error);
@@ -82,7 +113,7 @@ async function* streamParts(model: LanguageModelV3, label: string, settings: AiS
 /** The provider's own message first, with the HTTP status and retry hint as details. */
 export function modelCallError(label: string, error: unknown): TetherError {
   if (TetherError.isInstance(error)) return error;
-  if (APICallError.isInstance(error)) {
+  if (isApiCallError(error)) {
     const status = error.statusCode;
     const retryAfter = error.responseHeaders?.["retry-after"];
     const retryAfterSeconds = retryAfter !== undefined && Number.isFinite(Number(retryAfter)) ? Number(retryAfter) : undefined;
@@ -110,6 +141,27 @@ function errorText(error: unknown): string {
     if (typeof message === "string") return typeof type === "string" && !message.startsWith(type) ? `${type}: ${message}` : message;
   }
   return getErrorMessage(error);
+}
+
+/** What `@ai-sdk/provider`'s `APICallError` carries; recognised by its marker, as `APICallError.isInstance` does, without loading the package. */
+interface ApiCallErrorShape extends Error {
+  statusCode?: number;
+  responseHeaders?: Record<string, string>;
+  isRetryable: boolean;
+}
+
+const apiCallErrorMarker = Symbol.for("vercel.ai.error.AI_APICallError");
+
+function isApiCallError(error: unknown): error is ApiCallErrorShape {
+  return error instanceof Error && (error as unknown as Record<symbol, unknown>)[apiCallErrorMarker] === true;
+}
+
+/** `@ai-sdk/provider`'s `getErrorMessage`. */
+function getErrorMessage(error: unknown): string {
+  if (error == null) return "unknown error";
+  if (typeof error === "string") return error;
+  if (error instanceof Error) return error.message;
+  return JSON.stringify(error);
 }
 
 function causeChain(error: Error): string {

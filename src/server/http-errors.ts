@@ -32,6 +32,8 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   store_too_new: 503,
   store_limit: 507,
   wait_timeout: 504,
+  // This server lacks an optional package the request needs (a model provider, the MCP SDK).
+  missing_dependency: 501,
 };
 
 export function httpStatusOf(code: string): ContentfulStatusCode {

@@ -1,4 +1,5 @@
 import { TetherError } from "../engine/errors.js";
+import { requireInstalled } from "../engine/optional-import.js";
 import type { Store } from "../engine/store.js";
 import type { PostgresStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
@@ -48,12 +49,8 @@ export function describeLocation(location: StoreLocation): string {
  */
 export async function openStore(location: StoreLocation): Promise<Store> {
   if (location.kind === "sqlite") return new SqliteStore({ path: location.path });
-  let module: typeof import("./pg-store.js");
-  try {
-    module = await import("./pg-store.js");
-  } catch (error) {
-    throw new TetherError("missing_dependency", "the PostgreSQL store needs the pg package: npm install pg@8", { package: "pg" }, { cause: error });
-  }
+  requireInstalled("pg", "the PostgreSQL store");
+  const module = await import("./pg-store.js");
   const store: PostgresStore = new module.PostgresStore({ connectionString: location.url, schema: location.schema });
   try {
     return await store.open();

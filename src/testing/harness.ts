@@ -1,7 +1,8 @@
 import type { AgentDefinition } from "../engine/agent.js";
 import { Runtime, type RuntimeOptions } from "../engine/runtime.js";
 import { ModelRegistry } from "../models/model-registry.js";
-import type { SqliteStore } from "../stores/sqlite-store.js";
+// The public type of the store (the published .d.ts of the class would need @types/better-sqlite3).
+import type { SqliteStore } from "../sqlite-store-types.js";
 import { sequentialIds } from "./sequential-ids.js";
 import { tempSqlite, type TempSqlite } from "./temp-store.js";
 

@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SqliteStore } from "../stores/sqlite-store.js";
+// The public type of the store (the published .d.ts of the class would need @types/better-sqlite3).
+import { SqliteStore } from "../sqlite-store-types.js";
 
 export interface TempSqlite {
   dir: string;

@@ -1,8 +1,30 @@
-import { asSchema, type Tool as AiSdkTool, type ToolExecutionOptions } from "ai";
+import type { asSchema } from "ai";
 import { z } from "zod";
 import type { Json } from "../engine/json.js";
+import { optionalRequire } from "../engine/optional-import.js";
 import { tool, type Tool, type ToolContext, type ToolDefinition } from "../engine/tool.js";
 import { inputSchemaFromJsonSchema } from "./json-schema-input.js";
+
+/** What an AI SDK tool's `execute` gets (the AI SDK's `ToolExecutionOptions`, as Tether fills it). */
+export interface AiSdkToolExecutionOptions {
+  toolCallId: string;
+  messages: never[];
+  abortSignal?: AbortSignal;
+  experimental_context?: unknown;
+}
+
+/**
+ * An AI SDK tool (`tool({ description, inputSchema, execute })` from `ai`): the members Tether
+ * uses, as its own type so the published types do not import `ai`, an optional peer.
+ */
+export interface AiSdkTool<I, O> {
+  description?: string;
+  /** A zod schema, `jsonSchema(...)`, or any schema the AI SDK accepts. */
+  inputSchema?: unknown;
+  execute?(input: I, options: AiSdkToolExecutionOptions): AsyncIterable<O> | PromiseLike<O> | O;
+  /** The AI SDK's own approval flag: always, or a predicate on the call's arguments. */
+  needsApproval?: boolean | ((input: I, options: { toolCallId: string; messages: never[] }) => boolean | PromiseLike<boolean>);
+}
 
 /** What the AI SDK tool cannot say about itself: Tether's effect declarations. */
 export type AiSdkToolDeclarations<I, O> = Partial<
@@ -30,7 +52,8 @@ export function fromAiSdkTool<I, O>(name: string, aiTool: AiSdkTool<I, O>, decla
   if (isZodSchema(declared)) {
     input = declared as z.ZodType<I>;
   } else {
-    const schema = asSchema(aiTool.inputSchema);
+    const ai = optionalRequire<{ asSchema: typeof asSchema }>("ai", `the AI SDK tool ${name} (its input schema is not zod 4)`);
+    const schema = ai.asSchema(aiTool.inputSchema as Parameters<typeof asSchema>[0]);
     const resolved = schema.jsonSchema;
     if (typeof (resolved as PromiseLike<unknown>).then === "function") throw new TypeError(`AI SDK tool ${name} has an asynchronous JSON Schema; give it a synchronous one`);
     jsonSchema = resolved as Json;
@@ -49,8 +72,8 @@ export function fromAiSdkTool<I, O>(name: string, aiTool: AiSdkTool<I, O>, decla
     description: aiTool.description ?? name,
     input,
     execute: async (value: I, ctx: ToolContext) => {
-      const options: ToolExecutionOptions = { toolCallId: ctx.idempotencyKey, messages: [], abortSignal: ctx.signal, experimental_context: { runId: ctx.runId, idempotencyKey: ctx.idempotencyKey } };
-      const result = execute(value, options);
+      const options: AiSdkToolExecutionOptions = { toolCallId: ctx.idempotencyKey, messages: [], abortSignal: ctx.signal, experimental_context: { runId: ctx.runId, idempotencyKey: ctx.idempotencyKey } };
+      const result = execute.call(aiTool, value, options);
       if (isAsyncIterable<O>(result)) {
         let last: O | undefined;
         for await (const item of result) last = item;

@@ -1,8 +1,29 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage, MessageExtraInfo } from "@modelcontextprotocol/sdk/types.js";
+import { loadMcpSdk, type McpSdk } from "./mcp-sdk.js";
+
+// The MCP SDK is an optional peer: it is imported when a connection first connects, and the
+// public types here are Tether's own (the published `.d.ts` must not import the SDK).
+
+/**
+ * A connected MCP SDK client (`Client` from `@modelcontextprotocol/sdk/client/index.js`).
+ * Only what Tether needs is named here; cast to the SDK's `Client` for the rest of its API.
+ */
+export interface McpClient {
+  readonly transport?: unknown;
+  listTools(params?: never, options?: never): Promise<unknown>;
+  callTool(params: never, resultSchema?: never, options?: never): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** A JSON-RPC 2.0 message as MCP sends it: a request, a notification, a result or an error. */
+export type McpJsonRpcMessage =
+  | { jsonrpc: "2.0"; id: string | number; method: string; params?: { [key: string]: unknown } }
+  | { jsonrpc: "2.0"; method: string; params?: { [key: string]: unknown } }
+  | { jsonrpc: "2.0"; id: string | number; result: { [key: string]: unknown } }
+  | { jsonrpc: "2.0"; id?: string | number; error: { code: number; message: string; data?: unknown } };
 
 /** How to reach an MCP server: a local process over stdio, or a Streamable HTTP endpoint. */
 export type McpServerParams =
@@ -12,7 +33,7 @@ export type McpServerParams =
 /** One JSON-RPC message on the wire, as this client sent or received it. */
 export interface McpTrafficEvent {
   direction: "sent" | "received";
-  message: JSONRPCMessage;
+  message: McpJsonRpcMessage;
   /** Which session (connect) of this process it belongs to: request ids restart in each one. */
   session: number;
 }
@@ -56,9 +77,9 @@ export class McpConnection {
     return new McpConnection(params, options);
   }
 
-  static fromClient(client: Client): McpConnection {
+  static fromClient(client: McpClient): McpConnection {
     if (!client.transport) throw new TypeError("fromClient needs a connected MCP client");
-    return new McpConnection(undefined, {}, client);
+    return new McpConnection(undefined, {}, client as unknown as Client);
   }
 
   get canReconnect(): boolean {
@@ -76,10 +97,15 @@ export class McpConnection {
   /** The stdio server's process id while connected. */
   get pid(): number | null {
     const transport = this.current?.transport;
-    return transport instanceof StdioClientTransport ? transport.pid : null;
+    return this.params?.type === "stdio" && transport ? ((transport as StdioClientTransport).pid ?? null) : null;
   }
 
-  async client(): Promise<Client> {
+  /** The connected client (connecting first if needed). */
+  async client(): Promise<McpClient> {
+    return this.connectedClient();
+  }
+
+  private async connectedClient(): Promise<Client> {
     if (this.closedByOwner) throw new Error(`the connection to ${this.label} was closed`);
     if (this.current && this.connected) return this.current.client;
     if (!this.params) throw new Error(`the connection to ${this.label} is closed and cannot be reopened here`);
@@ -104,11 +130,12 @@ export class McpConnection {
   }
 
   private async connect(params: McpServerParams): Promise<Client> {
-    const inner = params.type === "stdio" ? this.stdio(params) : new StreamableHTTPClientTransport(new URL(params.url), { requestInit: { headers: params.headers } });
+    const sdk = await loadMcpSdk("MCP tools (mcpTools, McpConnection)");
+    const inner = params.type === "stdio" ? this.stdio(sdk, params) : new sdk.StreamableHTTPClientTransport(new URL(params.url), { requestInit: { headers: params.headers } });
     const onMessage = this.options.onMessage;
     const session = ++sessions;
-    const transport = onMessage ? new TappedTransport(inner, (direction, message) => onMessage({ direction, message, session })) : inner;
-    const client = new Client({ name: this.options.clientName ?? "tether", version: "1" });
+    const transport = onMessage ? new TappedTransport(inner, (direction, message) => onMessage({ direction, message: message as McpJsonRpcMessage, session })) : inner;
+    const client = new sdk.Client({ name: this.options.clientName ?? "tether", version: "1" });
     try {
       await client.connect(transport);
     } catch (error) {
@@ -145,9 +172,9 @@ export class McpConnection {
     }
   }
 
-  private stdio(params: Extract<McpServerParams, { type: "stdio" }>): StdioClientTransport {
+  private stdio(sdk: McpSdk, params: Extract<McpServerParams, { type: "stdio" }>): StdioClientTransport {
     const onStderr = this.options.onStderr;
-    const transport = new StdioClientTransport({ command: params.command, args: params.args, env: params.env, cwd: params.cwd, stderr: onStderr ? "pipe" : "inherit" });
+    const transport = new sdk.StdioClientTransport({ command: params.command, args: params.args, env: params.env, cwd: params.cwd, stderr: onStderr ? "pipe" : "inherit" });
     if (onStderr) transport.stderr?.on("data", (chunk: Buffer) => onStderr(chunk.toString("utf8")));
     return transport;
   }

@@ -1,15 +1,31 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, type CallToolResult, type Tool as McpToolInfo } from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { ToolUnavailableError } from "../engine/errors.js";
 import type { Json } from "../engine/json.js";
 import { resource, type ResourceDefinition } from "../engine/resource.js";
 import { tool, type AnyTool, type ToolContext } from "../engine/tool.js";
 import { inputSchemaFromJsonSchema } from "./json-schema-input.js";
-import { McpConnection, type McpConnectionOptions, type McpServerParams } from "./mcp-connection.js";
+import { McpConnection, type McpClient, type McpConnectionOptions, type McpServerParams } from "./mcp-connection.js";
 import { McpToolCallError } from "./mcp-errors.js";
+import { loadMcpSdk, type McpSdk } from "./mcp-sdk.js";
 
-export type { McpToolInfo };
+/**
+ * A tool as an MCP server lists it (the SDK's `Tool`), as Tether's own type so the published
+ * types do not import the MCP SDK, an optional peer.
+ */
+export interface McpToolInfo {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: { type: "object"; properties?: { [key: string]: object }; required?: string[]; [key: string]: unknown };
+  outputSchema?: { [key: string]: unknown };
+  annotations?: { title?: string; readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+  execution?: { taskSupport?: "required" | "optional" | "forbidden" };
+  _meta?: { [key: string]: unknown };
+  [key: string]: unknown;
+}
+
+const feature = "mcpTools (MCP servers' tools)";
 
 export interface McpToolsOptions extends McpConnectionOptions {
   /** This server's name, in the resource name (`mcp:<name>`) and messages. Default "mcp". */
@@ -54,12 +70,14 @@ const defaultRequestTimeoutMs = 5 * 60_000;
  * tool error the model sees; a dead server or closed transport is `ToolUnavailableError`,
  * which pauses the run until a person resumes it (the connection is then reopened).
  */
-export async function mcpTools(source: McpServerParams | Client, options: McpToolsOptions = {}): Promise<McpToolset> {
-  const connection = source instanceof Client ? McpConnection.fromClient(source) : McpConnection.to(source, options);
+export async function mcpTools(source: McpServerParams | McpClient, options: McpToolsOptions = {}): Promise<McpToolset> {
+  const sdk = await loadMcpSdk(feature);
+  const sourceParams = isServerParams(source) ? source : undefined;
+  const connection = sourceParams ? McpConnection.to(sourceParams, options) : McpConnection.fromClient(source as McpClient);
   const resourceName = `mcp:${options.name ?? "mcp"}`;
   let listing: McpToolInfo[];
   try {
-    listing = await listAllTools(await connection.client());
+    listing = await listAllTools((await connection.client()) as unknown as Client);
   } catch (error) {
     await connection.close().catch(() => undefined);
     throw new ToolUnavailableError(resourceName, `cannot list the tools of ${connection.label}: ${messageOf(error)}`, error);
@@ -81,9 +99,8 @@ export async function mcpTools(source: McpServerParams | Client, options: McpToo
     const name = tetherName(options.prefix ?? "", info.name);
     if (listed.has(name)) throw new TypeError(`MCP tools "${listed.get(name)!.name}" and "${info.name}" both become the Tether tool name "${name}"; use another prefix or include`);
     listed.set(name, info);
-    tools.push(wrap(name, info, (ctx) => perRun(ctx) ?? connection, options));
+    tools.push(wrap(sdk, name, info, (ctx) => perRun(ctx) ?? connection, options));
   }
-  const sourceParams = source instanceof Client ? undefined : source;
   const runResource = resource<McpConnection>({
     name: resourceName,
     acquire: async () => {
@@ -106,15 +123,20 @@ export async function mcpTools(source: McpServerParams | Client, options: McpToo
   return { tools, resource: runResource, connection, listed, close: () => connection.close() };
 }
 
+function isServerParams(source: McpServerParams | McpClient): source is McpServerParams {
+  const type = (source as { type?: unknown }).type;
+  return typeof (source as { callTool?: unknown }).callTool !== "function" && (type === "stdio" || type === "streamable-http");
+}
+
 async function listAllTools(client: Client): Promise<McpToolInfo[]> {
-  const tools: McpToolInfo[] = [];
+  const tools: Tool[] = [];
   let cursor: string | undefined;
   do {
     const page = await client.listTools(cursor ? { cursor } : undefined);
     tools.push(...page.tools);
     cursor = page.nextCursor;
   } while (cursor);
-  return tools;
+  return tools as McpToolInfo[];
 }
 
 /** MCP allows names Tether does not ("a.b", "ns/tool"): other characters become "_". */
@@ -122,7 +144,7 @@ function tetherName(prefix: string, mcpName: string): string {
   return `${prefix}${mcpName}`.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
 }
 
-function wrap(name: string, info: McpToolInfo, connectionFor: (ctx: ToolContext) => McpConnection, options: McpToolsOptions): AnyTool {
+function wrap(sdk: McpSdk, name: string, info: McpToolInfo, connectionFor: (ctx: ToolContext) => McpConnection, options: McpToolsOptions): AnyTool {
   const { schema } = inputSchemaFromJsonSchema(info.inputSchema as Json);
   const wrapped = tool({
     name,
@@ -134,7 +156,7 @@ function wrap(name: string, info: McpToolInfo, connectionFor: (ctx: ToolContext)
       const connection = connectionFor(ctx);
       let client: Client;
       try {
-        client = await connection.client();
+        client = (await connection.client()) as unknown as Client;
       } catch (error) {
         throw new ToolUnavailableError(name, `cannot connect to ${connection.label}: ${messageOf(error)}`, error);
       }
@@ -148,7 +170,7 @@ function wrap(name: string, info: McpToolInfo, connectionFor: (ctx: ToolContext)
         })) as CallToolResult;
       } catch (error) {
         if (ctx.signal.aborted) throw error;
-        if (await lostConnection(error, connection)) throw new ToolUnavailableError(name, `${connection.label} went away during the call: ${connection.lossReason ?? messageOf(error)}`, error);
+        if (await lostConnection(sdk, error, connection)) throw new ToolUnavailableError(name, `${connection.label} went away during the call: ${connection.lossReason ?? messageOf(error)}`, error);
         throw error;
       }
       if (result.isError) throw new McpToolCallError(name, textOf(result) || `MCP tool ${info.name} reported an error`);
@@ -160,9 +182,9 @@ function wrap(name: string, info: McpToolInfo, connectionFor: (ctx: ToolContext)
 }
 
 /** A transport failure rather than an answer from the server: the server is gone or lost the session. */
-async function lostConnection(error: unknown, connection: McpConnection): Promise<boolean> {
-  if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed;
-  if (error instanceof StreamableHTTPError && error.code === 404) {
+async function lostConnection(sdk: McpSdk, error: unknown, connection: McpConnection): Promise<boolean> {
+  if (error instanceof sdk.McpError) return error.code === sdk.ErrorCode.ConnectionClosed;
+  if (error instanceof sdk.StreamableHTTPError && error.code === 404) {
     await connection.reset();
     return true;
   }
