@@ -31,10 +31,10 @@ export class ApprovalDeadlines {
 
   start(): void {
     if (this.checkTimer) return;
-    this.unsubscribe = this.ctx.bus.subscribeAll((event) => {
-      if (event.kind !== "journal" || event.entry.type !== "approval.requested") return;
-      const expiresAt = event.entry.data.expiresAt;
-      if (typeof expiresAt === "number") this.note(event.runId, expiresAt);
+    this.unsubscribe = this.ctx.bus.subscribeJournal((entry) => {
+      if (entry.type !== "approval.requested") return;
+      const expiresAt = entry.data.expiresAt;
+      if (typeof expiresAt === "number") this.note(entry.runId, expiresAt);
     });
     this.checkTimer = setInterval(() => void this.check(), this.options.checkMs ?? 1_000);
     this.checkTimer.unref?.();

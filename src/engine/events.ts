@@ -20,6 +20,7 @@ type Listener = (event: RunEvent) => void;
 export class EventBus {
   private readonly byRun = new Map<string, Set<Listener>>();
   private readonly all = new Set<Listener>();
+  private readonly journalListeners = new Set<(entry: JournalEntry) => void>();
   private readonly liveCounters = new Map<string, { seq: number; sub: number }>();
 
   subscribe(runId: string, listener: Listener): () => void {
@@ -37,10 +38,26 @@ export class EventBus {
     return () => this.all.delete(listener);
   }
 
+  /**
+   * Every run's journal entries written through this process (no live parts): for the process's
+   * own bookkeeping (webhooks, tracing, approval deadlines). It holds no run's stream open.
+   */
+  subscribeJournal(listener: (entry: JournalEntry) => void): () => void {
+    this.journalListeners.add(listener);
+    return () => this.journalListeners.delete(listener);
+  }
+
   publishJournal(entries: readonly JournalEntry[]): void {
     for (const entry of entries) {
       this.liveCounters.set(entry.runId, { seq: entry.seq, sub: 0 });
       this.emit({ kind: "journal", runId: entry.runId, seq: entry.seq, entry });
+      for (const listener of this.journalListeners) {
+        try {
+          listener(entry);
+        } catch {
+          // A bookkeeping listener never breaks the writer.
+        }
+      }
     }
   }
 
@@ -56,6 +73,7 @@ export class EventBus {
     this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
   }
 
+  /** Whether anyone follows this run's stream (a subscriber of the run, or of every run's events). */
   hasListeners(runId: string): boolean {
     return this.all.size > 0 || (this.byRun.get(runId)?.size ?? 0) > 0;
   }

@@ -190,9 +190,8 @@ export function startWebhookNotifier(runtime: Runtime, options: WebhookNotifierO
     }
   }
 
-  const unsubscribe = runtime.bus.subscribeAll((event: RunEvent) => {
-    if (event.kind !== "journal" || stopping.signal.aborted) return;
-    const { entry } = event;
+  const unsubscribe = runtime.bus.subscribeJournal((entry) => {
+    if (stopping.signal.aborted) return;
     // An approval whose deadline passed with `onApprovalTimeout: "wait"` keeps waiting: people are told again.
     const waitsAgain = entry.type === "approval.expired" && entry.data.applied === "wait";
     if (!waitsAgain && (entry.type !== "status" || entry.data.to !== "paused")) return;

@@ -247,10 +247,9 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
     }
   };
 
-  const unsubscribe = runtime.bus.subscribeAll((event: RunEvent) => {
-    if (event.kind !== "journal") return;
+  const unsubscribe = runtime.bus.subscribeJournal((entry) => {
     try {
-      onEntry(event.entry);
+      onEntry(entry);
     } catch {
       // Tracing never breaks a run.
     }
