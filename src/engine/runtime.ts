@@ -34,7 +34,7 @@ import { PriceTable } from "./pricing.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import { applyStatePatch, validateMessage } from "./state-edits.js";
 import { isTerminal, type ControlCommandType, type RunStatus } from "./status.js";
-import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, RunUpdate, SteeringMessage, Store } from "./store.js";
+import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, RunUpdate, SteeringMessage, Store, UpdateResult } from "./store.js";
 import type { AgentState } from "./state.js";
 
 export interface RuntimeOptions {
@@ -936,12 +936,17 @@ export class Runtime {
       const halts = await this.store.listHalts();
       const room = this.concurrency - this.executors.size;
       if (room <= 0) return;
-      const candidates = await this.store.findClaimable(now, Math.min(room, 50));
-      for (const run of candidates) {
+      const wanted = (run: RunRecord) =>
+        !this.executors.has(run.id) && this.agentMap.has(run.agent) && (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`));
+      if (this.store.claimRuns) {
+        // The store locks what it hands out: workers looking at once get different runs.
+        const claimed = await this.store.claimRuns(now, Math.min(room, 50), (run) => (wanted(run) ? this.claimUpdate(run, now) : undefined));
+        for (const result of claimed) if (result.ok) this.startExecuting(result);
+        return;
+      }
+      for (const run of await this.store.findClaimable(now, Math.min(room, 50))) {
         if (this.executors.size >= this.concurrency) break;
-        if (this.executors.has(run.id) || !this.agentMap.has(run.agent)) continue;
-        if (run.status !== "cancelling" && halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`)) continue;
-        await this.tryClaim(run);
+        if (wanted(run)) await this.tryClaim(run);
       }
     } catch {
       // The next tick tries again.
@@ -967,11 +972,18 @@ export class Runtime {
     if (this.executors.has(run.id) || this.closed) return;
     // Full: the run waits in the store, and this worker's next look (or any other worker) takes it.
     if (this.executors.size >= this.concurrency) return;
-    const agent = this.agentMap.get(run.agent);
-    if (!agent) return;
+    if (!this.agentMap.has(run.agent)) return;
     const now = this.ctx.clock.now();
+    const update = this.claimUpdate(run, now);
+    if (!update) return;
+    const result = await this.store.update({ ...update, runId: run.id });
+    if (result.ok) this.startExecuting(result);
+  }
+
+  /** The write that claims a run for this worker: lease, fencing epoch + 1, and what the journal says of it. */
+  private claimUpdate(run: RunRecord, now: number): Omit<RunUpdate, "runId"> | undefined {
     const claimable: RunStatus[] = ["queued", "running", "pausing", "cancelling"];
-    if (!claimable.includes(run.status)) return;
+    if (!claimable.includes(run.status)) return undefined;
     const journal: JournalInput[] = [];
     if (run.status === "queued") journal.push(statusEntry(now, "queued", "running"));
     else if (run.lease) journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status } });
@@ -979,16 +991,21 @@ export class Runtime {
     // orphaned after that is not running time.
     const since = run.runningSince;
     const orphaned = run.lease !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, run.lease.until) - since), runningSince: now } : {};
-    const result = await this.store.update({
-      runId: run.id,
+    return {
       expect: { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
       claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs },
       set: { ...(run.status === "queued" || run.status === "running" ? { status: "running", runningSince: since ?? now } : {}), ...orphaned },
       journal,
-    });
-    if (!result.ok || this.executors.has(run.id)) return;
+    };
+  }
+
+  /** Executes a run this worker has just claimed. */
+  private startExecuting(result: UpdateResult & { ok: true }): void {
+    const run = result.run;
+    const agent = this.agentMap.get(run.agent);
+    if (!agent || this.executors.has(run.id)) return;
     this.bus.publishJournal(result.journal);
-    const executor = new RunExecutor(this.ctx, agent, result.run, this.resourceHolders.get(run.id));
+    const executor = new RunExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);

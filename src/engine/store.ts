@@ -394,6 +394,14 @@ export interface Store {
   /** Runs a worker may take: queued, or active with no live lease. */
   findClaimable(now: number, limit: number): Promise<RunRecord[]>;
 
+  /**
+   * Optional: claims up to `limit` runs `findClaimable` would return, in one transaction that
+   * locks them and skips any another worker is claiming at that moment (PostgreSQL's
+   * `FOR UPDATE SKIP LOCKED`), so workers looking together get different runs. `plan` turns each
+   * into its claiming update (undefined leaves it), applied as `update` would.
+   */
+  claimRuns?(now: number, limit: number, plan: (run: RunRecord) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]>;
+
   /** The run's rows and bytes in the store; undefined for an unknown run. */
   runStorage(runId: string): Promise<RunStorage | undefined>;
   /**

@@ -56,4 +56,36 @@ describe("PostgresStore", () => {
       await db.cleanup();
     }
   });
+
+  it("claims with SKIP LOCKED: two workers claiming at once get different runs, each claimed once", async () => {
+    const db = tempPostgres();
+    try {
+      const [a, b] = [await db.open().open(), await db.open().open()];
+      for (let i = 0; i < 20; i++) {
+        await a.createRun(
+          { id: `run_${i}`, agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: i },
+          SnapshotWriter.forNewRun({ messages: [], vars: {} }, i, 0).write,
+          [{ type: "run.created", at: i, data: {} }],
+        );
+      }
+      const plan = (worker: string) => (run: { version: number }) => ({
+        expect: { version: run.version, leaseFree: { now: 100, workerId: worker } },
+        claim: { workerId: worker, until: 10_000 },
+        set: { status: "running" as const },
+        journal: [{ type: "status" as const, at: 100, data: { from: "queued", to: "running" } }],
+      });
+      const [byA, byB] = await Promise.all([a.claimRuns(100, 12, plan("wa")), b.claimRuns(100, 12, plan("wb"))]);
+      const ids = [...byA, ...byB].map((r) => r.run.id);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids.length).toBe(20);
+      for (const id of ids) {
+        const run = (await a.getRun(id))!;
+        expect(run).toMatchObject({ status: "running", epoch: 1 });
+        expect((await a.readJournal(id)).map((e) => e.type)).toEqual(["run.created", "status"]);
+      }
+      expect(await a.claimRuns(100, 12, plan("wa"))).toEqual([]);
+    } finally {
+      await db.cleanup();
+    }
+  });
 });

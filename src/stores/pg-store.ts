@@ -98,10 +98,10 @@ export class PostgresStore implements Store {
    * Runs a statement; every statement is prepared (named by a hash of its text) on each pooled
    * connection the first time that connection runs it, so a step's write is not planned again.
    */
-  private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = [], via?: pg.PoolClient): Promise<pg.QueryResult<R>> {
     await this.ready;
     try {
-      return await this.pool.query<R>({ name: statementName(sql), text: sql, values: params });
+      return await (via ?? this.pool).query<R>({ name: statementName(sql), text: sql, values: params });
     } catch (error) {
       if (TetherError.isInstance(error)) throw error;
       throw storeError("PostgreSQL store", error);
@@ -186,7 +186,7 @@ export class PostgresStore implements Store {
   }
 
   /** One statement: the row moves only from the version read, and everything else only with it. Undefined when the row had moved. */
-  private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number): Promise<UpdateResult | undefined> {
+  private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number, via?: pg.PoolClient): Promise<UpdateResult | undefined> {
     const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
@@ -205,7 +205,7 @@ export class PostgresStore implements Store {
     const notify = update.expect?.epoch === undefined || update.claim !== undefined;
     params.push(this.channel);
     const select = notify ? `SELECT pg_notify($${params.length}, id) FROM upd` : `SELECT $${params.length}::text FROM upd`;
-    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params);
+    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params, via);
     if (result.rowCount === 0) return undefined;
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
@@ -472,6 +472,40 @@ export class PostgresStore implements Store {
         this.cache.delete(row.id);
         if (row.id > afterId) afterId = row.id;
       }
+    }
+  }
+
+  async claimRuns(now: number, limit: number, plan: (run: RunRecord) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]> {
+    await this.ready;
+    const client = await this.pool.connect().catch((error: unknown) => {
+      throw storeError("PostgreSQL store", error);
+    });
+    const results: UpdateResult[] = [];
+    try {
+      await client.query("BEGIN");
+      const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number }>(
+        `SELECT id, doc, version, vars_seq FROM ${this.s}.runs
+         WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
+         ORDER BY updated_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+        [now, limit],
+        client,
+      );
+      for (const row of rows) {
+        const current = JSON.parse(row.doc) as RunRecord;
+        const update = plan(current);
+        if (!update || !expectationsHold(current, update.expect)) continue;
+        const written = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);
+        if (written) results.push(written);
+      }
+      await client.query("COMMIT");
+      return results;
+    } catch (error) {
+      // Nothing was claimed: forget what the rolled-back writes put in the cache.
+      for (const result of results) this.cache.delete(result.run.id);
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw storeError("PostgreSQL store: claiming runs", error);
+    } finally {
+      client.release();
     }
   }
 
