@@ -21,6 +21,7 @@ export class EventBus {
   private readonly byRun = new Map<string, Set<Listener>>();
   private readonly all = new Set<Listener>();
   private readonly journalListeners = new Set<(entry: JournalEntry) => void>();
+  private readonly nudgeListeners = new Map<string, Set<() => void>>();
   private readonly liveCounters = new Map<string, { seq: number; sub: number }>();
 
   subscribe(runId: string, listener: Listener): () => void {
@@ -71,6 +72,24 @@ export class EventBus {
     counter.sub += 1;
     this.liveCounters.set(runId, counter);
     this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
+  }
+
+  /**
+   * The run's record changed without a journal entry through this process (an executor here took
+   * a newer record written elsewhere): wakes `onNudge` listeners, such as `Runtime.waitFor`.
+   */
+  nudge(runId: string): void {
+    for (const listener of this.nudgeListeners.get(runId) ?? []) listener();
+  }
+
+  onNudge(runId: string, listener: () => void): () => void {
+    let set = this.nudgeListeners.get(runId);
+    if (!set) this.nudgeListeners.set(runId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.nudgeListeners.delete(runId);
+    };
   }
 
   /** Whether anyone follows this run's stream (a subscriber of the run, or of every run's events). */

@@ -120,6 +120,7 @@ export class RunExecutor {
   private adopt(fresh: RunRecord): void {
     this.run = fresh;
     this.ctx.bus.advanceTo(fresh.id, fresh.journalSeq);
+    this.ctx.bus.nudge(fresh.id);
     this.react();
   }
 

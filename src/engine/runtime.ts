@@ -896,14 +896,19 @@ export class Runtime {
     const unsubscribe = this.bus.subscribe(runId, (event) => {
       if (event.kind === "journal") wake();
     });
+    const unnudge = this.bus.onNudge(runId, () => wake());
     try {
       for (;;) {
         const run = await this.get(runId);
         if (test(run)) return run;
         const left = deadline - Date.now();
         if (left <= 0) throw new WaitTimeoutError(runId, timeoutMs, run.status);
+        // A run executed here changes only through this process's bus (its writes, or a nudge when
+        // it takes a record written elsewhere): the store is read again only now and then. Any
+        // other run is read every 20 ms.
+        const pollMs = this.executors.has(runId) ? 250 : 20;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.min(left, 20));
+          const timer = setTimeout(resolve, Math.min(left, pollMs));
           wake = () => {
             clearTimeout(timer);
             resolve();
@@ -912,6 +917,7 @@ export class Runtime {
       }
     } finally {
       unsubscribe();
+      unnudge();
     }
   }
 
