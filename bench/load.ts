@@ -18,9 +18,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { z } from "zod";
 import { TetherClient } from "../src/client/tether-client.js";
-import { createTether, SimulatedModel, tool, toolLoopAgent } from "../src/index.js";
+import { createTether } from "../src/index.js";
+import { loaderAgent } from "./loader-agent.js";
 import { startServer } from "../src/server/serve.js";
 import { createApiToken } from "../src/server/tokens.js";
 import { SqliteStore } from "../src/stores/sqlite-store.js";
@@ -40,22 +40,9 @@ const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "-");
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tether-load-"));
-  const sleep = (ms: number, signal: AbortSignal) =>
-    new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(resolve, ms);
-      signal.addEventListener("abort", () => (clearTimeout(timer), reject(signal.reason)), { once: true });
-    });
-  const lookup = tool({
-    name: "lookup",
-    description: "Look something up",
-    input: z.object({ query: z.string() }),
-    abortable: true,
-    idempotent: true,
-    execute: async ({ query }, ctx) => (await sleep(50, ctx.signal), { query, found: 3 }),
-  });
-  const agent = toolLoopAgent({ name: "loader", tools: [lookup], model: new SimulatedModel({ tokensPerSecond: 100, rounds }), budgets: { maxSteps: 1000 } });
+  const agent = loaderAgent(rounds);
   const store = new SqliteStore({ path: join(dir, "tether.db") });
-  const tether = createTether({ agents: [agent], store });
+  const tether = createTether({ agents: [agent], store, concurrency: runs });
   tether.startWorker();
   const token = await createApiToken(store, { name: "load", role: "admin" });
   const server = await startServer({ runtime: tether, host: "127.0.0.1", port: 0, version: "load" });

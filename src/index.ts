@@ -18,6 +18,8 @@ export { eventId, type RunEvent, EventBus } from "./engine/events.js";
 export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ControlOptions, type CancelPreview } from "./engine/runtime.js";
 export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.js";
 export { SqliteStore, type SqliteStoreOptions } from "./stores/sqlite-store.js";
+export { openStore, storeLocation, describeLocation, defaultPostgresSchema, type StoreLocation } from "./stores/open-store.js";
+export type { PostgresStoreOptions } from "./stores/pg-store.js";
 export { SimulatedModel, genericScript, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
 export { ModelRegistry, type ModelFactory } from "./models/model-registry.js";
 export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings } from "./models/ai-sdk-model.js";

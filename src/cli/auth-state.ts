@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { TetherError } from "../engine/errors.js";
 import type { Store } from "../engine/store.js";
+import type { StoreLocation } from "../stores/open-store.js";
 
 /**
  * A record, beside the database, of the API tokens it holds (their ids, never their secrets).
@@ -54,4 +55,16 @@ export async function checkAuthState(dbPath: string, store: Pick<Store, "listTok
   const missing = (state?.tokenIds ?? []).filter((id) => !held.has(id));
   if (missing.length) throw new TokensMissingError(dbPath, missing);
   if (held.size || state) await recordAuthState(dbPath, store);
+}
+
+/**
+ * `checkAuthState` for a store wherever it is: the record beside a SQLite file guards against a
+ * file that lost writes; a PostgreSQL database is its operators' to back up, and has no record.
+ */
+export async function checkStoreAuthState(location: StoreLocation, store: Pick<Store, "listTokens">): Promise<void> {
+  if (location.kind === "sqlite") await checkAuthState(location.path, store);
+}
+
+export async function recordStoreAuthState(location: StoreLocation, store: Pick<Store, "listTokens">): Promise<void> {
+  if (location.kind === "sqlite") await recordAuthState(location.path, store);
 }

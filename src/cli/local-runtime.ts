@@ -6,7 +6,8 @@ import { SecretRedactor } from "../engine/secrets.js";
 import { createModelRegistry } from "../models/providers.js";
 import { createApp } from "../server/app.js";
 import { packageVersion } from "../server/package-info.js";
-import { SqliteStore } from "../stores/sqlite-store.js";
+import type { Store } from "../engine/store.js";
+import { describeLocation, openStore, type StoreLocation } from "../stores/open-store.js";
 import { loadAgents, type LoadedAgents, type ModelSource } from "./agents-loader.js";
 import type { Connection, GlobalOptions } from "./connection.js";
 
@@ -28,20 +29,32 @@ export function describeAgents(loaded: LoadedAgents): string {
   return `${loaded.agents.map((a) => a.name).join(", ")} (from ${loaded.source})`;
 }
 
-/** A runtime on the store file that executes runs (a worker). */
-export function executingRuntime(dbPath: string, loaded: LoadedAgents): { runtime: Runtime; store: SqliteStore } {
-  const store = new SqliteStore({ path: dbPath });
-  const runtime = new Runtime({ store, agents: loaded.agents, resolveModel: (loaded.models ?? createModelRegistry()).resolver, redactor: SecretRedactor.fromEnvironment() });
+export interface WorkerSettings {
+  /** Runs this process executes at once. */
+  concurrency?: number;
+  leaseMs?: number;
+}
+
+/** A runtime on the store that executes runs (a worker). */
+export async function executingRuntime(location: StoreLocation, loaded: LoadedAgents, settings: WorkerSettings = {}): Promise<{ runtime: Runtime; store: Store }> {
+  const store = await openStore(location);
+  const runtime = new Runtime({
+    store,
+    agents: loaded.agents,
+    resolveModel: (loaded.models ?? createModelRegistry()).resolver,
+    redactor: SecretRedactor.fromEnvironment(),
+    ...settings,
+  });
   runtime.startWorker();
   return { runtime, store };
 }
 
 /**
- * The HTTP API served in this process over the store file, with no worker: commands are
+ * The HTTP API served in this process over the store, with no worker: commands are
  * written to the store, and the process executing the run sees them within its control poll.
  */
-export async function directConnection(path: string, options: GlobalOptions, needs: { agents?: boolean }): Promise<Connection> {
-  const store = new SqliteStore({ path });
+export async function directConnection(location: StoreLocation, options: GlobalOptions, needs: { agents?: boolean }): Promise<Connection> {
+  const store = await openStore(location);
   let agents: AgentDefinition[] = [];
   let models: ModelSource = createModelRegistry();
   try {
@@ -60,7 +73,7 @@ export async function directConnection(path: string, options: GlobalOptions, nee
   const keepAlive = setInterval(() => undefined, 60_000);
   return {
     client: new TetherClient({ baseUrl: "http://tether.local", fetch: (request) => app.fetch(request) }),
-    target: path,
+    target: describeLocation(location),
     async close() {
       clearInterval(keepAlive);
       await runtime.close();

@@ -17,6 +17,7 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option("--url <url>", "the Tether server").env("TETHER_URL").default(defaultUrl))
     .addOption(new Option("--token <token>", "API token").env("TETHER_TOKEN"))
     .addOption(new Option("--db <path>", "work straight on this SQLite store instead of a server (serve/worker/token: the store to use)").env("TETHER_DB"))
+    .addOption(new Option("--database-url <url>", "work straight on this PostgreSQL database (postgres://…; ?schema=name, default tether) instead of a server or SQLite").env("TETHER_DATABASE_URL"))
     .option("--agents <module>", "load agents from this module instead of tether.config.ts")
     .option("--json", "print JSON (read commands)")
     .showHelpAfterError("(run with --help for usage)")

@@ -37,6 +37,7 @@ export const errorCodes = [
   "store_limit",
   "wait_timeout",
   "not_found",
+  "missing_dependency",
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];

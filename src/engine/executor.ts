@@ -59,10 +59,6 @@ export class RunExecutor {
   private resourcesReady = false;
   /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
   private readonly stopAll = new AbortController();
-  private watchTimer: NodeJS.Timeout | undefined;
-  private polling = false;
-  /** The store's change marker when the run was last read by a poll. */
-  private lastMarker: string | undefined;
   private lastRenewal: number;
   /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
   private detached = false;
@@ -89,15 +85,12 @@ export class RunExecutor {
   }
 
   async execute(): Promise<void> {
-    this.watchTimer = setInterval(() => void this.poll(), this.ctx.controlPollMs);
-    this.watchTimer.unref?.();
     try {
       await this.loop(await this.load());
     } catch (error) {
       if (TetherError.isInstance(error) && error.code === "lease_lost") return;
       await this.failUnexpectedly(error);
     } finally {
-      clearInterval(this.watchTimer);
       this.callAbort?.abort(new LeaseLostError(this.run.id));
     }
   }
@@ -149,33 +142,33 @@ export class RunExecutor {
     await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: this.ctx.clock.now() } } });
   }
 
-  private async poll(): Promise<void> {
-    if (this.polling) return;
-    this.polling = true;
+  /** A lease renewal is due a third of the way through the lease. */
+  private renewalDue(now: number): boolean {
+    return this.run.lease !== null && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted && !this.detached;
+  }
+
+  /** Called by the process's watcher: a run waiting in a long call keeps its lease. */
+  async renewLeaseIfDue(now: number): Promise<void> {
+    if (!this.renewalDue(now)) return;
     try {
-      // Read before the run, so a write that lands between the two is seen by the next poll.
-      const marker = this.ctx.store.changeMarker?.();
-      if (marker === undefined || marker !== this.lastMarker) {
-        const fresh = await this.ctx.store.getRun(this.run.id);
-        if (fresh) this.observe(fresh);
-        this.lastMarker = marker;
-      }
-      const now = this.ctx.clock.now();
-      if (this.run.lease && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted) {
-        this.lastRenewal = now;
-        await this.write({ set: { lease: { ...this.run.lease, until: now + this.ctx.leaseMs } } });
-      }
+      await this.write({});
     } catch {
-      // A failed poll is retried on the next tick; a lost lease shows up as an epoch change.
-    } finally {
-      this.polling = false;
+      // A lost lease shows up as an epoch change and stops the run here.
     }
   }
 
   /** Writes with this worker's fencing token; false when an expectation on status failed. */
   private async write(update: Omit<RunUpdate, "runId">): Promise<boolean> {
     if (this.detached) throw new LeaseLostError(this.run.id);
-    const result = await this.ctx.store.update({ ...update, runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
+    // Every write of a working run carries the lease on: only a run that writes nothing for a
+    // third of its lease needs a write of its own (see renewLeaseIfDue).
+    const now = this.ctx.clock.now();
+    let set = update.set;
+    if (this.renewalDue(now) && !(set && "lease" in set)) {
+      this.lastRenewal = now;
+      set = { ...set, lease: { ...this.run.lease!, until: now + this.ctx.leaseMs } };
+    }
+    const result = await this.ctx.store.update({ ...update, set, runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
     if (!result.ok) {
       if (result.run.epoch !== this.run.epoch) {
         this.stopAll.abort(new LeaseLostError(this.run.id));
@@ -515,6 +508,7 @@ export class RunExecutor {
       runId,
       idempotencyKey: idempotencyKey(runId, inflight.callSeq),
       signal,
+      fencingToken: this.run.epoch,
       progress: (update) => {
         void this.write({ journal: [callEntry("call.progress", this.now(), inflight.callSeq, { ...update })] }).catch(() => undefined);
       },

@@ -24,6 +24,7 @@ import {
   WaitTimeoutError,
 } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
+import { RunWatcher } from "./run-watcher.js";
 import { RunExecutor, statusEntry } from "./executor.js";
 import type { ResourceHolder } from "./resources.js";
 import { randomIds, type IdGenerator } from "./ids.js";
@@ -47,9 +48,19 @@ export interface RuntimeOptions {
   workerId?: string;
   /** Execute runs in this process (default true). A control-only client sets false. */
   worker?: boolean;
+  /** How long a claimed run stays this worker's without a renewal; another worker takes it over after. Default 5000. */
   leaseMs?: number;
-  /** How often an executing run checks the store for commands from other processes. */
+  /**
+   * How often this process checks every run it executes for commands from other processes when
+   * the store cannot tell it which runs changed. Default 10 ms. With a store that can (SQLite,
+   * PostgreSQL) commands arrive as they are written, and the check is a safety net every
+   * `controlCheckMs`.
+   */
   controlPollMs?: number;
+  /** The safety-net check when the store reports changes itself. Default 1000 ms. */
+  controlCheckMs?: number;
+  /** Runs this process executes at once; more wait, queued, in the store for any worker. Default 200. */
+  concurrency?: number;
   /** How often the worker looks for queued or orphaned runs. */
   workerPollMs?: number;
   /** How a worker notices approvals whose deadline passed (`approvalTtlMs`): checked every second, paused runs rescanned every minute. */
@@ -128,6 +139,11 @@ export class Runtime {
   private workerTimer: NodeJS.Timeout | undefined;
   private readonly approvalDeadlines: ApprovalDeadlines;
   private closed = false;
+  private readonly watcher: RunWatcher;
+  /** Runs this process executes at once. */
+  readonly concurrency: number;
+  private claiming: Promise<void> | undefined;
+  private claimAgain = false;
 
   constructor(options: RuntimeOptions) {
     const redactor = options.redactor;
@@ -151,6 +167,18 @@ export class Runtime {
       redact: redactor && !redactor.empty ? (text) => redactor.text(text) : (text) => text,
     };
     this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => this.expireRunApprovals(runId), options.approvalDeadlines);
+    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 200));
+    const ctx = this.ctx;
+    this.watcher = new RunWatcher({
+      store: this.store,
+      now: () => ctx.clock.now(),
+      checkMs: this.store.watchRuns ? (options.controlCheckMs ?? 1000) : ctx.controlPollMs,
+      renewCheckMs: Math.max(5, Math.floor(ctx.leaseMs / 6)),
+    });
+  }
+
+  get leaseMs(): number {
+    return this.ctx.leaseMs;
   }
 
   get workerId(): string {
@@ -172,10 +200,26 @@ export class Runtime {
   /** Looks for queued and orphaned runs every `workerPollMs` and executes them here. */
   startWorker(): void {
     if (!this.isWorker || this.workerTimer || this.closed) return;
-    this.workerTimer = setInterval(() => void this.claimAvailable(), this.workerPollMs);
+    this.workerTimer = setInterval(() => this.claimSoonAvailable(), this.workerPollMs);
     this.workerTimer.unref?.();
-    void this.claimAvailable();
+    this.claimSoonAvailable();
     this.approvalDeadlines.start();
+  }
+
+  /** Looks for work now, unless a look is under way (then once more after it). */
+  private claimSoonAvailable(): void {
+    if (!this.workerTimer || this.closed) return;
+    if (this.claiming) {
+      this.claimAgain = true;
+      return;
+    }
+    this.claiming = this.claimAvailable().finally(() => {
+      this.claiming = undefined;
+      if (this.claimAgain) {
+        this.claimAgain = false;
+        this.claimSoonAvailable();
+      }
+    });
   }
 
   stopWorker(): void {
@@ -836,6 +880,11 @@ export class Runtime {
     }
   }
 
+  /** How many runs this process is executing now (at most `concurrency`). */
+  get executingCount(): number {
+    return this.executors.size;
+  }
+
   isExecuting(runId: string): boolean {
     return this.executors.has(runId);
   }
@@ -850,8 +899,11 @@ export class Runtime {
     try {
       const now = this.ctx.clock.now();
       const halts = await this.store.listHalts();
-      const candidates = await this.store.findClaimable(now, 20);
+      const room = this.concurrency - this.executors.size;
+      if (room <= 0) return;
+      const candidates = await this.store.findClaimable(now, Math.min(room, 50));
       for (const run of candidates) {
+        if (this.executors.size >= this.concurrency) break;
         if (this.executors.has(run.id) || !this.agentMap.has(run.agent)) continue;
         if (run.status !== "cancelling" && halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`)) continue;
         await this.tryClaim(run);
@@ -878,6 +930,8 @@ export class Runtime {
       run = fresh;
     }
     if (this.executors.has(run.id) || this.closed) return;
+    // Full: the run waits in the store, and this worker's next look (or any other worker) takes it.
+    if (this.executors.size >= this.concurrency) return;
     const agent = this.agentMap.get(run.agent);
     if (!agent) return;
     const now = this.ctx.clock.now();
@@ -900,8 +954,12 @@ export class Runtime {
     if (!result.ok || this.executors.has(run.id)) return;
     this.bus.publishJournal(result.journal);
     const executor = new RunExecutor(this.ctx, agent, result.run, this.resourceHolders.get(run.id));
+    this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);
+      this.watcher.delete(run.id);
+      // A place is free: take the next queued run now rather than at the next tick.
+      this.claimSoonAvailable();
       // A resource kept over a pause stays live in this process; the next executor of the run reuses it.
       if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
       else this.resourceHolders.delete(run.id);

@@ -372,10 +372,21 @@ export interface Store {
 
   /**
    * Optional: a value that changes whenever anything may have been written to the store since
-   * it was last read, by this connection or any other. Executing runs poll for control commands
-   * from other processes; while it stays the same they skip reading the run.
+   * it was last read, by this connection or any other.
    */
   changeMarker?(): string;
+
+  /**
+   * Optional: calls `onChange` with a run's id after a write to it that its executing worker did
+   * not make (a control command, a claim), through this store object or any other connection or
+   * process; with `"*"` when something may have changed that the store cannot name. A worker's
+   * watcher reads only the runs named, so control reaches executing runs without a poll per run.
+   * Resolves once changes are being watched; the function it resolves to stops watching.
+   */
+  watchRuns?(onChange: (runId: string) => void): Promise<() => void>;
+
+  /** Optional, cheap: the stored `version` of each of these runs that exists. */
+  runVersions?(runIds: readonly string[]): Promise<Map<string, number>>;
 
   close(): Promise<void>;
 }

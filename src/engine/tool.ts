@@ -9,6 +9,14 @@ export interface ToolContext {
   /** Fires on an immediate pause, cancel, halt or timeout. Honour it if the tool is `abortable`. */
   signal: AbortSignal;
   /**
+   * The lease's fencing epoch this call runs under; it grows each time a worker takes the run.
+   * A worker frozen mid-call (a long GC pause, SIGSTOP) may finish that call after another worker
+   * took the run over: Tether refuses its writes, but only the outside service can refuse its
+   * side effect. Pass this (with the idempotency key) to a service that keeps the highest token
+   * it has seen per key and refuses lower ones.
+   */
+  fencingToken: number;
+  /**
    * Reports progress, journaled as `call.progress` (MCP progress notifications arrive here).
    * A command's output comes as `message` with its `stream`, `progress` counting its bytes.
    */

@@ -61,6 +61,7 @@ const statementSql = {
   saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
   tokenByHash: "SELECT * FROM tokens WHERE hash = ?",
   listTokens: "SELECT * FROM tokens ORDER BY created_at",
+  runVersions: "SELECT id, json_extract(doc, '$.version') AS version FROM runs WHERE id IN (SELECT value FROM json_each(?))",
 };
 
 type StatementName = keyof typeof statementSql;
@@ -90,6 +91,8 @@ export interface SqliteStoreOptions {
   path: string;
   /** How long a writer waits for another process's lock before failing. */
   busyTimeoutMs?: number;
+  /** How often `watchRuns` looks for commits by other connections (one cheap pragma). Default 10 ms. */
+  watchPollMs?: number;
 }
 
 /** Page size of a new file: a ~1 KB message fits seven to a page instead of three. */
@@ -118,9 +121,14 @@ export class SqliteStore implements Store {
   /** Writes through this connection: starts the checkpoint thread, and is half the change marker. */
   private writes = 0;
   private checkpointer: WalCheckpointer | undefined;
+  /** `watchRuns` callbacks, and the one timer that looks for other connections' commits. */
+  private readonly watchers = new Set<(runId: string) => void>();
+  private watchTimer: NodeJS.Timeout | undefined;
+  private readonly watchPollMs: number;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
+    this.watchPollMs = options.watchPollMs ?? 10;
     const inMemory = options.path === ":memory:";
     const existed = !inMemory && hasContent(options.path);
     if (!inMemory && !existed) mkdirSync(dirname(options.path), { recursive: true });
@@ -201,7 +209,53 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    return this.updateSync(update);
+    const result = this.updateSync(update);
+    // A write its executing worker did not make: tell the watchers on this connection (other
+    // connections see the commit through the data version).
+    if (result.ok && (update.expect?.epoch === undefined || update.claim) && this.watchers.size > 0) this.changed(update.runId);
+    return result;
+  }
+
+  private changed(runId: string): void {
+    for (const watcher of this.watchers) {
+      try {
+        watcher(runId);
+      } catch {
+        // A watcher's failure is its own.
+      }
+    }
+  }
+
+  async watchRuns(onChange: (runId: string) => void): Promise<() => void> {
+    this.watchers.add(onChange);
+    if (!this.watchTimer) {
+      let seen = this.dataVersion();
+      this.watchTimer = setInterval(() => {
+        if (!this.db.open) return;
+        const now = this.dataVersion();
+        if (now === seen) return;
+        seen = now;
+        this.changed("*");
+      }, this.watchPollMs);
+      this.watchTimer.unref?.();
+    }
+    return () => {
+      this.watchers.delete(onChange);
+      if (this.watchers.size === 0) {
+        clearInterval(this.watchTimer);
+        this.watchTimer = undefined;
+      }
+    };
+  }
+
+  /** Moves when another connection commits (never for this one's own writes). */
+  private dataVersion(): number {
+    return this.statements.dataVersion.pluck().get() as number;
+  }
+
+  async runVersions(runIds: readonly string[]): Promise<Map<string, number>> {
+    const rows = this.statements.runVersions.all(JSON.stringify(runIds)) as { id: string; version: number }[];
+    return new Map(rows.map((row) => [row.id, row.version]));
   }
 
   private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => {
@@ -475,6 +529,7 @@ export class SqliteStore implements Store {
   async setHalt(halt: HaltRecord): Promise<void> {
     this.statements.setHalt.run(halt.scope, halt.actor, halt.reason, halt.at);
     this.wrote();
+    this.changed("*");
   }
 
   async clearHalt(scope: string): Promise<boolean> {
@@ -509,6 +564,9 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.watchTimer);
+    this.watchTimer = undefined;
+    this.watchers.clear();
     const checkpointer = this.checkpointer;
     this.checkpointer = undefined;
     // Its connection closes first, so this one is the last and checkpoints and removes the WAL.

@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 function context(signal = new AbortController().signal): ToolContext {
-  return { runId: "run_1", idempotencyKey: "run_1:3", signal, progress: () => undefined, resource: () => undefined as never };
+  return { runId: "run_1", idempotencyKey: "run_1:3", signal, fencingToken: 1, progress: () => undefined, resource: () => undefined as never };
 }
 
 describe("fromAiSdkTool", () => {

@@ -36,7 +36,7 @@ describe("MCP tools over stdio (server-everything)", () => {
     expect(long.spec.inputSchema).toMatchObject({ type: "object", properties: { duration: { type: "number" }, steps: { type: "number" } } });
     const echo = toolset.tools.find((t) => t.name === "ev_echo")!;
     expect(echo.input.safeParse({ message: 7 }).success).toBe(false);
-    expect(await echo.execute({ message: "hi" }, { runId: "r", idempotencyKey: "k", signal: new AbortController().signal, progress: () => undefined, resource: () => undefined as never })).toBe("Echo: hi");
+    expect(await echo.execute({ message: "hi" }, { runId: "r", idempotencyKey: "k", signal: new AbortController().signal, fencingToken: 1, progress: () => undefined, resource: () => undefined as never })).toBe("Echo: hi");
   });
 
   it("a pause mid-call sends notifications/cancelled, the server drops the call, progress is journaled, and resume runs it again to completion", async () => {

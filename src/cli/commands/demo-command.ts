@@ -3,8 +3,9 @@ import { resolve } from "node:path";
 import { TetherClient } from "../../client/tether-client.js";
 import { createApiToken } from "../../server/tokens.js";
 import { attach, followLogs } from "../attach.js";
-import { recordAuthState } from "../auth-state.js";
-import { info, integer, out, positiveNumber, stopSignal, type CliIo } from "../cli-context.js";
+import { recordStoreAuthState } from "../auth-state.js";
+import { globalsOf, info, integer, out, positiveNumber, stopSignal, type CliIo } from "../cli-context.js";
+import { storeFromOptions } from "../connection.js";
 
 const sampleQuestion = "What are the trade-offs between pausing and cancelling a long-running AI agent, and how should side effects be undone?";
 
@@ -12,26 +13,28 @@ const sampleQuestion = "What are the trade-offs between pausing and cancelling a
 export function demoCommand(program: Command, io: CliIo): void {
   program
     .command("demo")
-    .description("start a server with the embedded store (.tether/) and the simulated model, start the deep-research example, print the dashboard URL, and attach to the run")
+    .description("start a server with the embedded store (.tether/, or --database-url) and the simulated model, start the deep-research example, print the dashboard URL, and attach to the run")
     .option("--host <host>", "address to bind", "127.0.0.1")
     .option("--port <port>", "port (0 for any free port)", integer("--port"), 4317)
     .option("--question <text>", "what the deep-research agent looks into (default: the example's own question)")
     .option("--speed <tokens-per-second>", "how fast the simulated model streams", positiveNumber("--speed"), 40)
     .option("--no-attach", "print the run's log instead of attaching")
     .option("--exit-when-done", "stop the server and exit once the run ends")
-    .action(async function demo(flags: { host: string; port: number; question?: string; speed: number; attach: boolean; exitWhenDone?: boolean }) {
+    .action(async function demo(this: Command, flags: { host: string; port: number; question?: string; speed: number; attach: boolean; exitWhenDone?: boolean }) {
       const dir = resolve(".tether");
+      // The embedded store in .tether/, unless --database-url (or --db) names another.
+      const location = storeFromOptions(globalsOf(this), resolve(dir, "tether.db"))!;
       const { loadBundledAgents } = await import("../agents-loader.js");
       const { executingRuntime, describeAgents } = await import("../local-runtime.js");
       const { startServer } = await import("../../server/serve.js");
       const { defaultDashboardDir } = await import("../../server/dashboard-static.js");
       const loaded = await loadBundledAgents({ dataDir: resolve(dir, "examples"), tokensPerSecond: flags.speed });
-      const { runtime, store } = executingRuntime(resolve(dir, "tether.db"), loaded);
+      const { runtime, store } = await executingRuntime(location, loaded);
       const stopping = stopSignal();
       let server: Awaited<ReturnType<typeof startServer>> | undefined;
       try {
         const { token } = await createApiToken(store, { name: `demo-${new Date().toISOString().slice(0, 19)}`, role: "admin" });
-        await recordAuthState(resolve(dir, "tether.db"), store);
+        await recordStoreAuthState(location, store);
         server = await startServer({ runtime, host: flags.host, port: flags.port });
         const client = new TetherClient({ baseUrl: server.url, token });
         const agent = loaded.agents.find((a) => a.name === "deep-research") ?? loaded.agents[0];

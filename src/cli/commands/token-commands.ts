@@ -1,16 +1,15 @@
 import { Option, type Command } from "commander";
-import { resolve } from "node:path";
 import { roles, type Role } from "../../server/api-types.js";
 import { createApiToken } from "../../server/tokens.js";
-import { recordAuthState } from "../auth-state.js";
-import { SqliteStore } from "../../stores/sqlite-store.js";
+import { recordStoreAuthState } from "../auth-state.js";
+import { describeLocation, openStore } from "../../stores/open-store.js";
 import { globalsOf, info, out, type CliIo } from "../cli-context.js";
-import { defaultDbPath } from "../connection.js";
+import { defaultDbPath, storeFromOptions } from "../connection.js";
 import { formatAge, table } from "../format.js";
 
 /** API tokens live in the store, hashed; these commands work on the store file directly. */
 export function tokenCommands(program: Command, io: CliIo): void {
-  const token = program.command("token").description(`API tokens (stored hashed in the store at --db, default ${defaultDbPath})`);
+  const token = program.command("token").description(`API tokens (stored hashed in the store: --database-url, or --db, default ${defaultDbPath})`);
 
   token
     .command("create")
@@ -20,14 +19,14 @@ export function tokenCommands(program: Command, io: CliIo): void {
     .option("--json", "print JSON")
     .action(async function create(this: Command, flags: { role: Role; name: string }) {
       const globals = globalsOf(this);
-      const path = resolve(globals.db ?? defaultDbPath);
-      const store = new SqliteStore({ path });
+      const location = storeFromOptions(globals, defaultDbPath)!;
+      const store = await openStore(location);
       try {
         const created = await createApiToken(store, { name: flags.name, role: flags.role });
-        await recordAuthState(path, store);
+        await recordStoreAuthState(location, store);
         if (globals.json) return out(io, JSON.stringify({ token: created.token, id: created.record.id, name: created.record.name, role: created.record.role }));
         out(io, created.token);
-        info(io, `created ${flags.role} token "${flags.name}" (${created.record.id}) in ${path}`);
+        info(io, `created ${flags.role} token "${flags.name}" (${created.record.id}) in ${describeLocation(location)}`);
         info(io, "it is shown only once: store it now, and pass it with --token or TETHER_TOKEN (the dashboard: http://<host>:<port>/#token=<token>)");
       } finally {
         await store.close();
@@ -40,7 +39,7 @@ export function tokenCommands(program: Command, io: CliIo): void {
     .option("--json", "print JSON")
     .action(async function ls(this: Command) {
       const globals = globalsOf(this);
-      const store = new SqliteStore({ path: resolve(globals.db ?? defaultDbPath) });
+      const store = await openStore(storeFromOptions(globals, defaultDbPath)!);
       try {
         const tokens = (await store.listTokens()).map(({ hash: _hash, ...rest }) => rest);
         if (globals.json) return out(io, JSON.stringify(tokens));

@@ -1,0 +1,335 @@
+/**
+ * The scale benchmark (`npm run bench:scale`; `npm run bench` runs it after the durability
+ * benchmark): what Tether costs on PostgreSQL and how far one worker and several go. Prints a
+ * table and writes `bench-results-scale.json`. Needs the PostgreSQL at TETHER_TEST_DATABASE_URL
+ * (default postgres://postgres@127.0.0.1:5432/test); each part works in a schema of its own,
+ * dropped afterwards.
+ *
+ * 1. PostgreSQL durable overhead per step, for runs of 100, 1,000 and 10,000 steps of ~1 KB:
+ *    (time of the run on a PostgreSQL runtime − the same agent's loop with no runtime) / steps,
+ *    against a floor measured in the same run: one INSERT of the step's bytes and its commit on
+ *    one connection (autocommit), per step. Medians of interleaved repeats.
+ * 2. Concurrency on one worker, SQLite and PostgreSQL: SCALE_RUNS (default 1000) tool-loop runs at
+ *    once (simulated model at 100 tokens/s, a 50 ms abortable tool, 6 rounds: 13 steps each),
+ *    started together; meanwhile every 100 ms one running run is paused in-process, its latency
+ *    measured to `paused`, and resumed. Steps per second, event-loop delay p50/p99, pause latency
+ *    p50/p99, CPU ms per step (user + system of the process over the steps).
+ * 3. 1, 2 and 4 worker processes on one PostgreSQL schema: SCALE_CLUSTER_RUNS (default 400) runs
+ *    started at once by a process that executes none; runs per second until all complete, and the
+ *    latency of pauses written by that process (sent → `paused` read back) p50/p99.
+ * 4. Worker memory with SCALE_PAUSED (default 10,000) paused runs in its database, against the
+ *    same worker on an empty one.
+ */
+import { randomBytes } from "node:crypto";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { createTether, SqliteStore, type Runtime, type Store } from "../src/index.js";
+import { PostgresStore } from "../src/stores/pg-store.js";
+import { testDatabaseUrl } from "../src/testing/temp-postgres.js";
+import { baselineLoop, benchAgent, instantModel, median, percentile, runDurable } from "./bench-agent.js";
+import { loaderAgent } from "./loader-agent.js";
+
+const projectRoot = fileURLToPath(new URL("../", import.meta.url));
+const url = testDatabaseUrl;
+const sizes = (process.env.SCALE_SIZES ?? "100,1000,10000").split(",").map(Number);
+const concurrentRuns = Number(process.env.SCALE_RUNS ?? 1000);
+const clusterRuns = Number(process.env.SCALE_CLUSTER_RUNS ?? 400);
+const pausedRuns = Number(process.env.SCALE_PAUSED ?? 10_000);
+const workerCounts = (process.env.SCALE_WORKERS ?? "1,2,4").split(",").map(Number);
+const rounds = 6;
+const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function schemaName(part: string): string {
+  return `bench_${part}_${randomBytes(3).toString("hex")}`;
+}
+
+async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await client.end();
+}
+
+// 1. Overhead per step against the floor.
+
+/** One INSERT of ~1 KB and its commit, per step, on one connection: µs per step. */
+async function floorPerStep(steps: number): Promise<number> {
+  const schema = schemaName("floor");
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA "${schema}"`);
+    await client.query(`CREATE TABLE "${schema}".steps (run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))`);
+    const body = "x".repeat(1000);
+    const began = performance.now();
+    for (let seq = 0; seq < steps; seq++) await client.query(`INSERT INTO "${schema}".steps (run_id, seq, body) VALUES ($1, $2, $3)`, ["run", seq, body]);
+    return ((performance.now() - began) / steps) * 1000;
+  } finally {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
+  }
+}
+
+async function overhead(): Promise<Record<string, unknown>[]> {
+  const rows: Record<string, unknown>[] = [];
+  for (const steps of sizes) {
+    const schema = schemaName("overhead");
+    const store = await new PostgresStore({ connectionString: url, schema }).open();
+    const agent = benchAgent(`bench-${steps}`, instantModel, steps);
+    const runtime = createTether({ agents: [agent], store, secrets: false });
+    try {
+      // Warm up the connection, the statements and the JIT.
+      await runDurable(runtime, agent.name);
+      await baselineLoop(agent, instantModel);
+      const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 5 : 15;
+      const over: number[] = [];
+      const floors: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        const base = await baselineLoop(agent, instantModel);
+        const durable = await runDurable(runtime, agent.name);
+        over.push(((durable.ms - base) / steps) * 1000);
+        floors.push(await floorPerStep(Math.min(steps, 2000)));
+      }
+      const row = { steps, overheadUsPerStep: median(over), floorUsPerStep: median(floors), ratio: median(over) / median(floors) };
+      rows.push(row);
+      console.log(`  ${String(steps).padStart(6)} steps   overhead ${fmt(row.overheadUsPerStep)} µs/step   floor ${fmt(row.floorUsPerStep)} µs/step   ratio ${fmt(row.ratio, 2)}×`);
+    } finally {
+      await runtime.close();
+      await store.close();
+      await dropSchema(schema);
+    }
+  }
+  return rows;
+}
+
+// 2. Concurrency on one worker.
+
+async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(join(tmpdir(), "tether-scale-"));
+  const schema = schemaName("concurrency");
+  const store: Store = kind === "sqlite" ? new SqliteStore({ path: join(dir, "tether.db") }) : await new PostgresStore({ connectionString: url, schema, poolSize: 10 }).open();
+  const tether = createTether({ agents: [loaderAgent(rounds)], store, concurrency: concurrentRuns, secrets: false });
+  tether.startWorker();
+  try {
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    const cpuBefore = process.cpuUsage();
+    const began = performance.now();
+    loop.enable();
+    const ids: string[] = [];
+    for (let i = 0; i < concurrentRuns; i += 100) {
+      const batch = await Promise.all(Array.from({ length: Math.min(100, concurrentRuns - i) }, (_, j) => tether.start("loader", `topic ${i + j}`)));
+      ids.push(...batch.map((r) => r.id));
+    }
+    const pauses = pauseWhileRunning(tether, ids);
+    const done = await Promise.all(ids.map((id) => tether.waitFor(id, ["completed", "failed", "cancelled"], { timeoutMs: 30 * 60_000 })));
+    const elapsedS = (performance.now() - began) / 1000;
+    loop.disable();
+    const latencies = await pauses.stop();
+    const cpu = process.cpuUsage(cpuBefore);
+    const steps = done.reduce((sum, r) => sum + r.step, 0);
+    const row = {
+      store: kind,
+      runs: concurrentRuns,
+      completed: done.filter((r) => r.status === "completed").length,
+      steps,
+      stepsPerSecond: steps / elapsedS,
+      eventLoopDelayP50Ms: loop.percentile(50) / 1e6,
+      eventLoopDelayP99Ms: loop.percentile(99) / 1e6,
+      pauseP50Ms: percentile(latencies, 50),
+      pauseP99Ms: percentile(latencies, 99),
+      pauses: latencies.length,
+      cpuMsPerStep: (cpu.user + cpu.system) / 1000 / steps,
+    };
+    console.log(
+      `  ${kind.padEnd(8)} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length})   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
+    );
+    return row;
+  } finally {
+    await tether.close();
+    await store.close();
+    if (kind === "postgres") await dropSchema(schema);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Every 100 ms, pauses one running run (each at most once), waits for `paused`, resumes it. */
+function pauseWhileRunning(tether: Runtime, ids: string[], readStatus?: (id: string) => Promise<string>): { stop(): Promise<number[]> } {
+  const latencies: number[] = [];
+  let stopped = false;
+  const paused = new Set<string>();
+  const loop = (async () => {
+    while (!stopped) {
+      await sleep(100);
+      const running = (await tether.list({ status: ["running"], limit: 100_000 })).filter((r) => !paused.has(r.id) && ids.includes(r.id));
+      if (!running.length) continue;
+      const id = running[Math.floor(Math.random() * running.length)].id;
+      paused.add(id);
+      const sent = performance.now();
+      try {
+        await tether.pause(id, { reason: "bench" });
+        for (;;) {
+          const status = readStatus ? await readStatus(id) : (await tether.get(id)).status;
+          if (status === "paused") break;
+          if (status !== "pausing") throw new Error(`went ${status}`);
+          await sleep(2);
+        }
+        latencies.push(performance.now() - sent);
+        await tether.resume(id);
+      } catch {
+        // The run ended first: not a pause to measure.
+      }
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return latencies;
+    },
+  };
+}
+
+// 3. Several worker processes.
+
+interface Worker {
+  child: ChildProcess;
+  request<T>(type: string): Promise<T>;
+  stop(): Promise<void>;
+}
+
+async function spawnWorker(schema: string, concurrencyLimit: number): Promise<Worker> {
+  const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", join(projectRoot, "bench/scale-worker.ts"), JSON.stringify({ url, schema, concurrency: concurrencyLimit, rounds })], {
+    cwd: projectRoot,
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once("message", () => resolve());
+    child.once("exit", (code) => reject(new Error(`worker exited with ${code}`)));
+  });
+  return {
+    child,
+    request<T>(type: string) {
+      return new Promise<T>((resolve) => {
+        const listener = (message: { type?: string }) => {
+          if (message.type !== type) return;
+          child.off("message", listener);
+          resolve(message as T);
+        };
+        child.on("message", listener);
+        child.send({ type });
+      });
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.send({ type: "stop" });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function cluster(workers: number): Promise<Record<string, unknown>> {
+  const schema = schemaName(`cluster${workers}`);
+  const store = await new PostgresStore({ connectionString: url, schema, poolSize: 4 }).open();
+  const control = createTether({ agents: [loaderAgent(rounds)], store, worker: false, secrets: false });
+  const children: Worker[] = [];
+  try {
+    for (let i = 0; i < workers; i++) children.push(await spawnWorker(schema, 500));
+    const began = performance.now();
+    const ids: string[] = [];
+    for (let i = 0; i < clusterRuns; i += 100) {
+      const batch = await Promise.all(Array.from({ length: Math.min(100, clusterRuns - i) }, (_, j) => control.start("loader", `topic ${i + j}`)));
+      ids.push(...batch.map((r) => r.id));
+    }
+    const pauses = pauseWhileRunning(control, ids, async (id) => (await store.getRun(id))!.status);
+    for (;;) {
+      const open = await store.listRuns({ status: ["queued", "running", "pausing", "paused"], limit: 1 });
+      if (open.length === 0) break;
+      await sleep(50);
+    }
+    const elapsedS = (performance.now() - began) / 1000;
+    const latencies = await pauses.stop();
+    const row = { workers, runs: clusterRuns, runsPerSecond: clusterRuns / elapsedS, pauseP50Ms: percentile(latencies, 50), pauseP99Ms: percentile(latencies, 99), pauses: latencies.length };
+    console.log(`  ${workers} worker${workers === 1 ? " " : "s"}  ${fmt(row.runsPerSecond)} runs/s   cross-process pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length})`);
+    return row;
+  } finally {
+    await Promise.all(children.map((c) => c.stop()));
+    await control.close();
+    await store.close();
+    await dropSchema(schema);
+  }
+}
+
+// 4. Memory of a worker with many paused runs.
+
+async function pausedMemory(): Promise<Record<string, unknown>> {
+  const emptySchema = schemaName("idle");
+  const fullSchema = schemaName("paused");
+  const store = await new PostgresStore({ connectionString: url, schema: fullSchema, poolSize: 8 }).open();
+  const control = createTether({ agents: [loaderAgent(rounds)], store, worker: false, secrets: false });
+  try {
+    for (let i = 0; i < pausedRuns; i += 200) {
+      await Promise.all(
+        Array.from({ length: Math.min(200, pausedRuns - i) }, async (_, j) => {
+          const run = await control.start("loader", `topic ${i + j}`);
+          await control.pause(run.id, { reason: "bench" });
+        }),
+      );
+    }
+    const rssOf = async (schema: string) => {
+      const worker = await spawnWorker(schema, 200);
+      try {
+        await sleep(3000);
+        return await worker.request<{ rss: number; executing: number }>("rss");
+      } finally {
+        await worker.stop();
+      }
+    };
+    const idle = await rssOf(emptySchema);
+    const full = await rssOf(fullSchema);
+    const row = { pausedRuns, idleRssMb: idle.rss / 2 ** 20, withPausedRssMb: full.rss / 2 ** 20, executing: full.executing };
+    console.log(`  worker RSS: idle ${fmt(row.idleRssMb)} MB, with ${pausedRuns} paused runs ${fmt(row.withPausedRssMb)} MB (executing ${full.executing})`);
+    return row;
+  } finally {
+    await control.close();
+    await store.close();
+    await dropSchema(fullSchema);
+    await dropSchema(emptySchema);
+  }
+}
+
+async function main(): Promise<void> {
+  const skip = new Set((process.env.SCALE_SKIP ?? "").split(",").filter(Boolean));
+  const results: Record<string, unknown> = { loadAverageBefore: loadavg()[0] };
+  if (!skip.has("overhead")) {
+    console.log("PostgreSQL durable overhead per step (~1 KB a step) against one INSERT + commit:");
+    results.overhead = await overhead();
+  }
+  if (!skip.has("concurrency")) {
+    console.log(`One worker, ${concurrentRuns} concurrent tool-loop runs:`);
+    results.concurrency = [await concurrency("sqlite"), await concurrency("postgres")];
+  }
+  if (!skip.has("cluster")) {
+    console.log(`Worker processes on one PostgreSQL schema, ${clusterRuns} runs:`);
+    const rows = [];
+    for (const n of workerCounts) rows.push(await cluster(n));
+    results.cluster = rows;
+  }
+  if (!skip.has("memory")) {
+    console.log("Paused runs cost a worker nothing:");
+    results.memory = await pausedMemory();
+  }
+  results.loadAverageAfter = loadavg()[0];
+  writeFileSync(join(projectRoot, "bench-results-scale.json"), JSON.stringify(results, null, 2) + "\n");
+  console.log(`load average ${fmt(Number(results.loadAverageBefore), 2)} → ${fmt(Number(results.loadAverageAfter), 2)}; written to bench-results-scale.json`);
+}
+
+await main();

@@ -1,0 +1,146 @@
+import type pg from "pg";
+import { TetherError } from "../engine/errors.js";
+
+/**
+ * The PostgreSQL store's tables, created and migrated by versioned migrations recorded in
+ * `<schema>.migrations`. A migration is never edited once released: a change is a new one.
+ *
+ * `runs` keeps the run record as JSON text in `doc`, beside the columns the database itself
+ * checks or searches: `version` (every write is a compare-and-swap on it), `epoch` (the fencing
+ * token of the lease, checked by the database on every worker's write), `status` and
+ * `lease_until` (claiming), `updated_at` (change feeds). A journal entry may carry the snapshot
+ * written with it (the same shape as the SQLite store: vars only when they changed, `vars_seq`
+ * naming the entry that holds those in force); messages are appended one row each, so a step
+ * writes only what it added whatever the length of the history.
+ */
+export const migrations: readonly { version: number; name: string; sql: (schema: string) => string }[] = [
+  {
+    version: 1,
+    name: "runs, journal, messages, commands, effects, halts, tokens",
+    sql: (s) => `
+CREATE TABLE ${s}.runs (
+  id TEXT PRIMARY KEY,
+  agent TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  lease_until BIGINT,
+  epoch INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  -- The journal entry holding the vars of the latest snapshot.
+  vars_seq INTEGER NOT NULL,
+  doc TEXT NOT NULL
+);
+CREATE INDEX runs_by_status ON ${s}.runs (status, updated_at);
+CREATE INDEX runs_by_created ON ${s}.runs (created_at DESC, id);
+CREATE INDEX runs_by_updated ON ${s}.runs (updated_at);
+CREATE TABLE ${s}.journal (
+  run_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  at BIGINT NOT NULL,
+  call_seq INTEGER,
+  data TEXT NOT NULL,
+  -- The snapshot written with this entry; NULL on every other entry.
+  snap_seq INTEGER,
+  snap_step INTEGER,
+  msg_count INTEGER,
+  chain TEXT,
+  checksum TEXT,
+  schema_version INTEGER,
+  snap_at BIGINT,
+  -- The agent's vars, only where they changed; vars_seq names the entry holding those in force
+  -- (NULL when it is this one).
+  vars TEXT,
+  vars_seq INTEGER,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE INDEX journal_snapshots ON ${s}.journal (run_id, snap_step) WHERE snap_seq IS NOT NULL;
+CREATE TABLE ${s}.messages (
+  run_id TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE ${s}.commands (
+  id TEXT PRIMARY KEY,
+  run_id TEXT,
+  type TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  reason TEXT,
+  payload TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  n BIGSERIAL,
+  applied_at BIGINT,
+  outcome TEXT
+);
+CREATE INDEX commands_run ON ${s}.commands (run_id, created_at, n);
+CREATE TABLE ${s}.effects (
+  run_id TEXT NOT NULL,
+  call_seq INTEGER NOT NULL,
+  tool TEXT NOT NULL,
+  input TEXT NOT NULL,
+  result TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  error TEXT,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (run_id, call_seq)
+);
+CREATE TABLE ${s}.halts (
+  scope TEXT PRIMARY KEY,
+  actor TEXT NOT NULL,
+  reason TEXT,
+  at BIGINT NOT NULL
+);
+CREATE TABLE ${s}.tokens (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at BIGINT NOT NULL,
+  revoked_at BIGINT
+);
+`,
+  },
+];
+
+/** A quoted SQL identifier; schema names come from configuration. */
+export function quoteIdentifier(name: string): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) {
+    throw new TetherError("invalid_input", `schema name ${JSON.stringify(name)} is not a plain SQL identifier (letters, digits and _, at most 63)`);
+  }
+  return `"${name}"`;
+}
+
+/**
+ * Creates the schema and applies every migration it has not seen, under an advisory lock so
+ * that workers starting together migrate once. Refuses a schema migrated by a newer Tether.
+ */
+export async function migrate(pool: pg.Pool, schema: string): Promise<void> {
+  const s = quoteIdentifier(schema);
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`tether:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
+    const applied = new Set((await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations`)).rows.map((row) => Number(row.version)));
+    const newest = Math.max(0, ...applied);
+    const known = migrations[migrations.length - 1].version;
+    if (newest > known) {
+      throw new TetherError("store_too_new", `the PostgreSQL schema ${schema} was migrated by a newer Tether (migration ${newest}; this one knows up to ${known}): upgrade Tether`);
+    }
+    for (const migration of migrations) {
+      if (applied.has(migration.version)) continue;
+      await client.query(migration.sql(s));
+      await client.query(`INSERT INTO ${s}.migrations (version, name, applied_at) VALUES ($1, $2, $3)`, [migration.version, migration.name, Date.now()]);
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,631 @@
+import { createHash } from "node:crypto";
+import pg from "pg";
+import { RunNotFoundError, SnapshotCorruptError, TetherError } from "../engine/errors.js";
+import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-record.js";
+import type {
+  ApiTokenRecord,
+  CommandRecord,
+  EffectRecord,
+  EffectWrite,
+  HaltRecord,
+  JournalEntry,
+  JournalInput,
+  JournalType,
+  NewRun,
+  RunFilter,
+  RunRecord,
+  RunUpdate,
+  SnapshotWrite,
+  Store,
+  StoredState,
+  UpdateResult,
+} from "../engine/store.js";
+import { migrate, quoteIdentifier } from "./pg-schema.js";
+
+export interface PostgresStoreOptions {
+  /** A `postgres://` connection string. */
+  connectionString: string;
+  /** The schema that holds Tether's tables (created if missing). Default `tether`. */
+  schema?: string;
+  /** Connections in the pool. Default 10. */
+  poolSize?: number;
+}
+
+/** BIGINT columns hold millisecond times: read them as numbers (pg reads them as strings). */
+const int8 = 20;
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === int8) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format as "text");
+  },
+};
+
+/** What this process last wrote or read of a run: an update whose version still matches needs no read. */
+interface CachedRun {
+  doc: string;
+  version: number;
+  varsSeq: number;
+}
+
+const maxCachedRuns = 20_000;
+
+/**
+ * The PostgreSQL store, on a pooled `pg` client. Every write is one statement (one round trip,
+ * its own transaction): the run's row is updated only if its version is the one this process
+ * read, and the journal entries, messages, effects and commands of the update are inserted by
+ * the same statement only when it did. A write that finds the row moved reads it again, checks
+ * the update's expectations against it, and retries.
+ *
+ * Writes by anyone but the run's lease holder (control commands, claims) notify
+ * `<schema>_runs` with the run id, for the workers that LISTEN (see `watchRuns`).
+ */
+export class PostgresStore implements Store {
+  readonly kind = "postgres";
+  readonly schema: string;
+  private readonly pool: pg.Pool;
+  private readonly s: string;
+  private readonly channel: string;
+  private readonly cache = new Map<string, CachedRun>();
+  private ready: Promise<void>;
+  private readonly watchers = new Set<(runId: string) => void>();
+  private listening: Promise<void> | undefined;
+  private listenClient: pg.Client | undefined;
+  private closed = false;
+
+  constructor(private readonly options: PostgresStoreOptions) {
+    this.schema = options.schema ?? "tether";
+    this.s = quoteIdentifier(this.schema);
+    this.channel = `${this.schema}_runs`;
+    this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, types });
+    // An idle connection that fails (the server restarted) is dropped by the pool; no crash.
+    this.pool.on("error", () => undefined);
+    this.ready = migrate(this.pool, this.schema).catch((error: unknown) => {
+      throw storeError(`cannot open the PostgreSQL store (${redactUrl(options.connectionString)}, schema ${this.schema})`, error);
+    });
+    this.ready.catch(() => undefined);
+  }
+
+  /** Resolves once the schema is migrated; rejects with `store_error` when the database cannot be reached. */
+  async open(): Promise<this> {
+    await this.ready;
+    return this;
+  }
+
+  /**
+   * Runs a statement; every statement is prepared (named by a hash of its text) on each pooled
+   * connection the first time that connection runs it, so a step's write is not planned again.
+   */
+  private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+    await this.ready;
+    try {
+      return await this.pool.query<R>({ name: statementName(sql), text: sql, values: params });
+    } catch (error) {
+      if (TetherError.isInstance(error)) throw error;
+      throw storeError("PostgreSQL store", error);
+    }
+  }
+
+  async createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord> {
+    const record = newRunRecord(run);
+    const plan = this.writePlan(record, 0, journal, initial);
+    const doc = JSON.stringify(plan.record);
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc];
+    const ctes = [`upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9) RETURNING id)`];
+    ctes.push(...this.childWrites(params, plan, {}));
+    await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);
+    this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq });
+    return JSON.parse(doc) as RunRecord;
+  }
+
+  async getRun(runId: string): Promise<RunRecord | undefined> {
+    const row = await this.readRow(runId);
+    return row ? (JSON.parse(row.doc) as RunRecord) : undefined;
+  }
+
+  private async readRow(runId: string): Promise<CachedRun | undefined> {
+    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number }>(`SELECT doc, version, vars_seq FROM ${this.s}.runs WHERE id = $1`, [runId]);
+    if (!rows[0]) {
+      this.cache.delete(runId);
+      return undefined;
+    }
+    const row = { doc: rows[0].doc, version: rows[0].version, varsSeq: rows[0].vars_seq };
+    this.remember(runId, row);
+    return row;
+  }
+
+  private remember(runId: string, row: CachedRun): void {
+    this.cache.delete(runId);
+    this.cache.set(runId, row);
+    if (this.cache.size > maxCachedRuns) this.cache.delete(this.cache.keys().next().value as string);
+  }
+
+  async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.status?.length) {
+      params.push([...filter.status]);
+      where.push(`status = ANY($${params.length})`);
+    }
+    if (filter.agent) {
+      params.push(filter.agent);
+      where.push(`agent = $${params.length}`);
+    }
+    if (filter.updatedAfter !== undefined) {
+      params.push(filter.updatedAfter);
+      where.push(`updated_at > $${params.length}`);
+    }
+    params.push(filter.limit ?? 100);
+    const sql = `SELECT doc FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
+    return (await this.query<{ doc: string }>(sql, params)).rows.map((row) => JSON.parse(row.doc) as RunRecord);
+  }
+
+  async update(update: RunUpdate): Promise<UpdateResult> {
+    if (update.snapshot && !update.journal?.length) {
+      throw new TetherError("invalid_input", `a snapshot of run ${update.runId} must be written with the journal entry that records the change`);
+    }
+    let row = this.cache.get(update.runId) ?? (await this.readRow(update.runId));
+    for (let attempt = 0; ; attempt++) {
+      if (!row) throw new RunNotFoundError(update.runId);
+      const current = JSON.parse(row.doc) as RunRecord;
+      if (!expectationsHold(current, update.expect)) {
+        // The cached row may be behind: only the database's own row can refuse.
+        const fresh = await this.readRow(update.runId);
+        if (!fresh) throw new RunNotFoundError(update.runId);
+        if (fresh.version === row.version) return { ok: false, run: current };
+        row = fresh;
+        continue;
+      }
+      const written = await this.tryUpdate(update, current, row.varsSeq);
+      if (written) return written;
+      if (attempt > 50) throw new TetherError("store_error", `run ${update.runId} kept changing under an update; giving up after ${attempt} attempts`);
+      row = await this.readRow(update.runId);
+    }
+  }
+
+  /** One statement: the row moves only from the version read, and everything else only with it. Undefined when the row had moved. */
+  private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number): Promise<UpdateResult | undefined> {
+    const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
+    const { record } = plan;
+    const doc = JSON.stringify(record);
+    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq];
+    let fence = "";
+    if (update.expect?.epoch !== undefined) {
+      params.push(update.expect.epoch);
+      fence = ` AND epoch = $${params.length}`;
+    }
+    const ctes = [
+      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9
+        WHERE id = $1 AND version = $2${fence} RETURNING id)`,
+    ];
+    ctes.push(...this.childWrites(params, plan, update));
+    // A write not fenced by the executing worker's epoch comes from elsewhere: tell the workers.
+    const notify = update.expect?.epoch === undefined || update.claim !== undefined;
+    params.push(this.channel);
+    const select = notify ? `SELECT pg_notify($${params.length}, id) FROM upd` : `SELECT $${params.length}::text FROM upd`;
+    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params);
+    if (result.rowCount === 0) return undefined;
+    this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq });
+    if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
+    return { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written };
+  }
+
+  /** Numbers the entries on from the run's last; the snapshot goes on the last of them. */
+  private writePlan(record: RunRecord, varsSeq: number, entries: JournalInput[], snapshot: SnapshotWrite | undefined): WritePlan {
+    const rows: JournalRow[] = [];
+    const written: JournalEntry[] = [];
+    let nextVarsSeq = varsSeq;
+    let messages: { first: number; bodies: string[] } | undefined;
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
+      const seq = ++record.journalSeq;
+      const row: JournalRow = { seq, type: entry.type, at: entry.at, call_seq: entry.callSeq ?? null, data: JSON.stringify(entry.data) };
+      if (snapshot && i === entries.length - 1) {
+        const { head } = snapshot;
+        if (snapshot.varsJson !== undefined) nextVarsSeq = seq;
+        record.snapshotSeq += 1;
+        record.snapshotAt = head.at;
+        Object.assign(row, {
+          snap_seq: record.snapshotSeq,
+          snap_step: head.step,
+          msg_count: head.messageCount,
+          chain: head.chain,
+          checksum: head.checksum,
+          schema_version: head.schemaVersion,
+          snap_at: head.at,
+          vars: snapshot.varsJson ?? null,
+          vars_seq: nextVarsSeq === seq ? null : nextVarsSeq,
+        });
+        if (snapshot.appendMessages.length > 0) messages = { first: head.messageCount - snapshot.appendMessages.length, bodies: snapshot.appendMessages };
+      }
+      rows.push(row);
+      written.push({ ...entry, runId: record.id, seq });
+    }
+    return { record, varsSeq: nextVarsSeq, rows, written, messages };
+  }
+
+  /** The inserts that go with a run's row, each only when the row was written (`upd` returned it). */
+  private childWrites(params: unknown[], plan: WritePlan, update: Partial<RunUpdate>): string[] {
+    const ctes: string[] = [];
+    const s = this.s;
+    const p = (value: unknown) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    if (plan.rows.length > 0) {
+      ctes.push(`j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
+        SELECT upd.id, x.seq, x.type, x.at, x.call_seq, x.data, x.snap_seq, x.snap_step, x.msg_count, x.chain, x.checksum, x.schema_version, x.snap_at, x.vars, x.vars_seq
+        FROM upd, json_to_recordset(${p(JSON.stringify(plan.rows))}::json) AS x(seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int))`);
+    }
+    if (plan.messages) {
+      ctes.push(`m AS (INSERT INTO ${s}.messages (run_id, idx, body)
+        SELECT upd.id, ${p(plan.messages.first)}::int + (m.n - 1)::int, m.body FROM upd, unnest(${p(plan.messages.bodies)}::text[]) WITH ORDINALITY AS m(body, n))`);
+    }
+    if (update.effects?.length) {
+      ctes.push(`e AS (INSERT INTO ${s}.effects (run_id, call_seq, tool, input, result, state, attempts, error, updated_at)
+        SELECT upd.id, x.call_seq, x.tool, x.input, x.result, x.state, x.attempts, x.error, x.updated_at
+        FROM upd, json_to_recordset(${p(JSON.stringify(update.effects.map(effectRow)))}::json) AS x(call_seq int, tool text, input text, result text, state text, attempts int, error text, updated_at bigint)
+        ON CONFLICT (run_id, call_seq) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at)`);
+    }
+    if (update.insertCommand) {
+      const c = update.insertCommand;
+      ctes.push(`c AS (INSERT INTO ${s}.commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome)
+        SELECT ${p(c.id)}, ${p(c.runId)}, ${p(c.type)}, ${p(c.actor)}, ${p(c.reason)}, ${p(JSON.stringify(c.payload))}, ${p(c.createdAt)}::bigint, ${p(c.appliedAt)}::bigint, ${p(c.outcome)} FROM upd)`);
+    }
+    if (update.appliedCommands?.length) {
+      ctes.push(`a AS (UPDATE ${s}.commands AS c SET applied_at = x.applied_at, outcome = x.outcome
+        FROM upd, json_to_recordset(${p(JSON.stringify(update.appliedCommands.map((a) => ({ id: a.id, applied_at: a.appliedAt, outcome: a.outcome }))))}::json) AS x(id text, applied_at bigint, outcome text)
+        WHERE c.id = x.id)`);
+    }
+    return ctes;
+  }
+
+  async readJournal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
+    const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
+    const { rows } = await this.query<{ seq: number; type: string; at: number; call_seq: number | null; data: string }>(
+      `SELECT seq, type, at, call_seq, data FROM ${this.s}.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      [runId, afterSeq, options.limit ?? 1000],
+    );
+    return rows.map((row) => ({
+      runId,
+      seq: row.seq,
+      type: row.type as JournalType,
+      at: row.at,
+      ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
+      data: JSON.parse(row.data),
+    }));
+  }
+
+  async loadState(runId: string, options: { atStep?: number } = {}): Promise<StoredState> {
+    const columns = "seq, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq";
+    const params: unknown[] = [runId];
+    let atStep = "";
+    if (options.atStep !== undefined) {
+      params.push(options.atStep);
+      atStep = " AND snap_step <= $2";
+    }
+    const { rows } = await this.query<SnapshotRow>(
+      `SELECT ${columns} FROM ${this.s}.journal WHERE run_id = $1 AND snap_seq IS NOT NULL${atStep} ORDER BY seq DESC LIMIT 1`,
+      params,
+    );
+    const row = rows[0];
+    if (!row) {
+      if (!(await this.getRun(runId))) throw new RunNotFoundError(runId);
+      throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
+    }
+    let vars = { vars: row.vars, snap_seq: row.snap_seq as number | null };
+    if (row.vars_seq !== null) {
+      const found = await this.query<{ vars: string | null; snap_seq: number | null }>(`SELECT vars, snap_seq FROM ${this.s}.journal WHERE run_id = $1 AND seq = $2`, [runId, row.vars_seq]);
+      vars = found.rows[0] ?? { vars: null, snap_seq: null };
+    }
+    if (vars.vars === null || vars.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
+    const messages = await this.query<{ body: string }>(`SELECT body FROM ${this.s}.messages WHERE run_id = $1 AND idx < $2 ORDER BY idx`, [runId, row.msg_count]);
+    if (messages.rows.length !== row.msg_count) {
+      throw new SnapshotCorruptError(runId, `snapshot ${row.snap_seq} holds ${row.msg_count} messages but ${messages.rows.length} are stored`);
+    }
+    return {
+      head: {
+        seq: row.snap_seq,
+        step: row.snap_step,
+        messageCount: row.msg_count,
+        chain: row.chain,
+        checksum: row.checksum,
+        schemaVersion: row.schema_version,
+        at: row.snap_at ?? row.at,
+        varsSeq: vars.snap_seq,
+      },
+      varsJson: vars.vars,
+      messages: messages.rows.map((m) => m.body),
+    };
+  }
+
+  async readMessages(runId: string, indexes: readonly number[]): Promise<Map<number, string>> {
+    const wanted = indexes.filter((i) => Number.isInteger(i) && i >= 0 && i < 2 ** 31);
+    const found = new Map<number, string>();
+    if (wanted.length === 0) return found;
+    const { rows } = await this.query<{ idx: number; body: string }>(`SELECT idx, body FROM ${this.s}.messages WHERE run_id = $1 AND idx = ANY($2::int[])`, [runId, wanted]);
+    for (const row of rows) found.set(row.idx, row.body);
+    return found;
+  }
+
+  async insertCommand(command: CommandRecord): Promise<void> {
+    await this.query(
+      `INSERT INTO ${this.s}.commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [command.id, command.runId, command.type, command.actor, command.reason, JSON.stringify(command.payload), command.createdAt, command.appliedAt, command.outcome],
+    );
+  }
+
+  async listCommands(runId: string): Promise<CommandRecord[]> {
+    const { rows } = await this.query<CommandRow>(`SELECT * FROM ${this.s}.commands WHERE run_id = $1 ORDER BY created_at, n`, [runId]);
+    return rows.map((row) => ({
+      id: row.id,
+      runId: row.run_id,
+      type: row.type as CommandRecord["type"],
+      actor: row.actor,
+      reason: row.reason,
+      payload: JSON.parse(row.payload),
+      createdAt: row.created_at,
+      appliedAt: row.applied_at,
+      outcome: row.outcome,
+    }));
+  }
+
+  async listEffects(runId: string): Promise<EffectRecord[]> {
+    const { rows } = await this.query<EffectRow>(`SELECT * FROM ${this.s}.effects WHERE run_id = $1 ORDER BY call_seq`, [runId]);
+    return rows.map((row) => ({
+      runId,
+      callSeq: row.call_seq,
+      tool: row.tool,
+      input: JSON.parse(row.input),
+      result: JSON.parse(row.result),
+      state: row.state as EffectRecord["state"],
+      attempts: row.attempts,
+      error: row.error,
+      updatedAt: row.updated_at,
+    }));
+  }
+
+  async listHalts(): Promise<HaltRecord[]> {
+    return (await this.query<HaltRecord>(`SELECT scope, actor, reason, at FROM ${this.s}.halts ORDER BY at`)).rows;
+  }
+
+  async setHalt(halt: HaltRecord): Promise<void> {
+    await this.query(
+      `INSERT INTO ${this.s}.halts (scope, actor, reason, at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at`,
+      [halt.scope, halt.actor, halt.reason, halt.at],
+    );
+    await this.query("SELECT pg_notify($1, $2)", [this.channel, "*"]);
+  }
+
+  async clearHalt(scope: string): Promise<boolean> {
+    return ((await this.query(`DELETE FROM ${this.s}.halts WHERE scope = $1`, [scope])).rowCount ?? 0) > 0;
+  }
+
+  async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
+    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; id: string }>(
+      `SELECT id, doc, version, vars_seq FROM ${this.s}.runs
+       WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
+       ORDER BY updated_at, id LIMIT $2`,
+      [now, limit],
+    );
+    return rows.map((row) => {
+      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq });
+      return JSON.parse(row.doc) as RunRecord;
+    });
+  }
+
+  async saveToken(token: ApiTokenRecord): Promise<void> {
+    await this.query(`INSERT INTO ${this.s}.tokens (id, name, role, hash, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      token.id,
+      token.name,
+      token.role,
+      token.hash,
+      token.createdAt,
+      token.revokedAt,
+    ]);
+  }
+
+  async findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined> {
+    const { rows } = await this.query<TokenRow>(`SELECT * FROM ${this.s}.tokens WHERE hash = $1`, [hash]);
+    return rows[0] ? tokenFromRow(rows[0]) : undefined;
+  }
+
+  async listTokens(): Promise<ApiTokenRecord[]> {
+    return (await this.query<TokenRow>(`SELECT * FROM ${this.s}.tokens ORDER BY created_at`)).rows.map(tokenFromRow);
+  }
+
+  async runVersions(runIds: readonly string[]): Promise<Map<string, number>> {
+    const { rows } = await this.query<{ id: string; version: number }>(`SELECT id, version FROM ${this.s}.runs WHERE id = ANY($1::text[])`, [[...runIds]]);
+    return new Map(rows.map((row) => [row.id, row.version]));
+  }
+
+  /**
+   * Calls `onChange` with a run's id whenever a write not fenced by its executing worker lands
+   * (a control command, a claim), from any process; `"*"` when a halt is set. One LISTEN
+   * connection per store, shared by every watcher. Returns the function that stops it.
+   */
+  async watchRuns(onChange: (runId: string) => void): Promise<() => void> {
+    this.watchers.add(onChange);
+    await (this.listening ??= this.listen());
+    return () => this.watchers.delete(onChange);
+  }
+
+  /**
+   * One LISTEN connection for every watcher of this store. When it drops (the server restarted,
+   * a network cut), it connects again after a second and reports `"*"`: whatever was notified in
+   * between was missed.
+   */
+  private async listen(): Promise<void> {
+    await this.ready;
+    const client = new pg.Client({ connectionString: this.options.connectionString });
+    client.on("notification", (message) => {
+      if (message.channel === this.channel) this.changed(message.payload || "*");
+    });
+    let dropped = false;
+    const reconnect = () => {
+      if (dropped || this.closed) return;
+      dropped = true;
+      this.listenClient = undefined;
+      client.end().catch(() => undefined);
+      const timer = setTimeout(() => {
+        this.listening = this.listen().then(
+          () => this.changed("*"),
+          () => reconnect(),
+        );
+      }, 1000);
+      timer.unref?.();
+    };
+    client.on("error", reconnect);
+    client.on("end", reconnect);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdentifier(this.channel)}`);
+    } catch (error) {
+      reconnect();
+      throw storeError("PostgreSQL store: cannot LISTEN for changes", error);
+    }
+    this.listenClient = client;
+  }
+
+  private changed(runId: string): void {
+    for (const watcher of this.watchers) {
+      try {
+        watcher(runId);
+      } catch {
+        // A watcher's failure is its own.
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.watchers.clear();
+    await this.listening?.catch(() => undefined);
+    await this.listenClient?.end().catch(() => undefined);
+    await this.ready.catch(() => undefined);
+    await this.pool.end();
+  }
+
+  /** Drops the store's schema and everything in it (tests and `tether demo` on a scratch schema). */
+  async dropSchema(): Promise<void> {
+    await this.query(`DROP SCHEMA IF EXISTS ${this.s} CASCADE`);
+  }
+}
+
+interface WritePlan {
+  record: RunRecord;
+  varsSeq: number;
+  rows: JournalRow[];
+  written: JournalEntry[];
+  messages: { first: number; bodies: string[] } | undefined;
+}
+
+interface JournalRow {
+  seq: number;
+  type: JournalType;
+  at: number;
+  call_seq: number | null;
+  data: string;
+  snap_seq?: number;
+  snap_step?: number;
+  msg_count?: number;
+  chain?: string;
+  checksum?: string;
+  schema_version?: number;
+  snap_at?: number;
+  vars?: string | null;
+  vars_seq?: number | null;
+}
+
+interface SnapshotRow {
+  seq: number;
+  at: number;
+  snap_seq: number;
+  snap_step: number;
+  msg_count: number;
+  chain: string;
+  checksum: string;
+  schema_version: number;
+  snap_at: number | null;
+  vars: string | null;
+  vars_seq: number | null;
+}
+
+interface CommandRow {
+  id: string;
+  run_id: string | null;
+  type: string;
+  actor: string;
+  reason: string | null;
+  payload: string;
+  created_at: number;
+  applied_at: number | null;
+  outcome: string | null;
+}
+
+interface EffectRow {
+  call_seq: number;
+  tool: string;
+  input: string;
+  result: string;
+  state: string;
+  attempts: number;
+  error: string | null;
+  updated_at: number;
+}
+
+interface TokenRow {
+  id: string;
+  name: string;
+  role: ApiTokenRecord["role"];
+  hash: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+const statementNames = new Map<string, string>();
+
+/** A stable name per statement text (PostgreSQL keeps a prepared statement per name and connection). */
+function statementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `tether_${createHash("sha1").update(sql).digest("hex").slice(0, 20)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
+function effectRow(effect: EffectWrite) {
+  return {
+    call_seq: effect.callSeq,
+    tool: effect.tool,
+    input: JSON.stringify(effect.input),
+    result: JSON.stringify(effect.result),
+    state: effect.state,
+    attempts: effect.attempts,
+    error: effect.error,
+    updated_at: effect.updatedAt,
+  };
+}
+
+function tokenFromRow(row: TokenRow): ApiTokenRecord {
+  return { id: row.id, name: row.name, role: row.role, hash: row.hash, createdAt: row.created_at, revokedAt: row.revoked_at };
+}
+
+function storeError(context: string, error: unknown): TetherError {
+  if (TetherError.isInstance(error)) return error;
+  return new TetherError("store_error", `${context}: ${(error as Error).message}`, undefined, { cause: error });
+}
+
+/** A connection string without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable connection string)";
+  }
+}
