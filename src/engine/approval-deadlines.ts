@@ -10,20 +10,19 @@ export interface ApprovalDeadlineOptions {
 }
 
 /**
- * When approvals pass their deadline, in a worker. The deadlines this process learns of as it
- * writes them (`approval.requested` on its own event bus) and from a scan of the paused runs (at
- * start, then every `rescanMs`) are checked every `checkMs`: the cost between scans is the number
- * of deadlines waiting, not the number of stored runs.
+ * When approvals pass their deadline, in a worker. The deadlines this process learns of as its
+ * executors write them (`note`) and from a scan of the paused runs (at start, then every
+ * `rescanMs`) are checked every `checkMs`: the cost between scans is the number of deadlines
+ * waiting, not the number of stored runs.
  */
 export class ApprovalDeadlines {
   private readonly due = new Map<string, number>();
-  private unsubscribe: (() => void) | undefined;
   private checkTimer: NodeJS.Timeout | undefined;
   private rescanTimer: NodeJS.Timeout | undefined;
   private checking = false;
 
   constructor(
-    private readonly ctx: Pick<EngineContext, "store" | "clock" | "bus">,
+    private readonly ctx: Pick<EngineContext, "store" | "clock">,
     /** Applies the run's passed deadlines; returns the run after, or undefined if it is gone. */
     private readonly expire: (runId: string) => Promise<RunRecord | undefined>,
     private readonly options: ApprovalDeadlineOptions = {},
@@ -31,11 +30,6 @@ export class ApprovalDeadlines {
 
   start(): void {
     if (this.checkTimer) return;
-    this.unsubscribe = this.ctx.bus.subscribeJournal((entry) => {
-      if (entry.type !== "approval.requested") return;
-      const expiresAt = entry.data.expiresAt;
-      if (typeof expiresAt === "number") this.note(entry.runId, expiresAt);
-    });
     this.checkTimer = setInterval(() => void this.check(), this.options.checkMs ?? 1_000);
     this.checkTimer.unref?.();
     this.rescanTimer = setInterval(() => void this.rescan().catch(() => undefined), this.options.rescanMs ?? 60_000);
@@ -44,15 +38,15 @@ export class ApprovalDeadlines {
   }
 
   stop(): void {
-    this.unsubscribe?.();
-    this.unsubscribe = undefined;
     clearInterval(this.checkTimer);
     clearInterval(this.rescanTimer);
     this.checkTimer = undefined;
     this.rescanTimer = undefined;
   }
 
-  private note(runId: string, at: number): void {
+  /** A deadline this process wrote; kept only while started (a process that is no worker leaves deadlines to workers). */
+  note(runId: string, at: number): void {
+    if (!this.checkTimer) return;
     const known = this.due.get(runId);
     if (known === undefined || at < known) this.due.set(runId, at);
   }

@@ -139,19 +139,9 @@ export async function decideApproval(
   const actor = options.actor ?? "local";
   if (verdict === "rejected" && !options.note?.trim()) throw new InvalidInputError("a rejection needs a note: the agent receives it as the call's result");
   if (options.note !== undefined && options.note.length > 10_000) throw new InvalidInputError("a note is at most 10,000 characters");
-  let pausingWaits = 0;
   for (let attempt = 0; ; attempt++) {
     if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while a decision was being recorded`);
-    const run = await ctx.store.getRun(runId);
-    if (!run) throw new RunNotFoundError(runId);
-    // Asked, and not paused yet (the worker is releasing what a pause releases): a decision that
-    // completed the batch now would find no paused run to continue. Decide once it is paused.
-    if (run.status === "pausing" && undecided(run).length) {
-      if (++pausingWaits > 500) throw new IllegalTransitionError(runId, "decide an approval of", run.status, "it has not finished pausing; decide once it is paused");
-      attempt--;
-      await ctx.clock.sleep(20);
-      continue;
-    }
+    const run = await readOncePaused(ctx, runId);
     const targets = await decisionTargets(ctx, run, options);
     if (verdict === "approved" && options.input !== undefined) {
       if (targets.length !== 1) throw new InvalidInputError(`calls ${targets.map((t) => t.callSeq).join(", ")} wait for approval: edited arguments need the call they are for (callSeq)`);
@@ -180,6 +170,20 @@ export async function decideApproval(
       ctx.bus.publishJournal(result.journal);
       return { run: result.run, decided: targets.map((t) => ({ ...t, decision: decisions.get(t)! })) };
     }
+  }
+}
+
+/**
+ * The run, once it is no longer pausing for its approvals (the worker is releasing what a pause
+ * releases): a decision that completed the batch before then would find no paused run to continue.
+ */
+async function readOncePaused(ctx: EngineContext, runId: string): Promise<RunRecord> {
+  for (let waited = 0; ; waited++) {
+    const run = await ctx.store.getRun(runId);
+    if (!run) throw new RunNotFoundError(runId);
+    if (run.status !== "pausing" || !undecided(run).length) return run;
+    if (waited >= 500) throw new IllegalTransitionError(runId, "decide an approval of", run.status, "it has not finished pausing; decide once it is paused");
+    await ctx.clock.sleep(20);
   }
 }
 

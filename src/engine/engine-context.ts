@@ -30,6 +30,8 @@ export interface EngineContext {
   leaseMs: number;
   controlPollMs: number;
   compensation: CompensationPolicy;
+  /** An approval this process asked for has a deadline at `at`: a worker applies it then (approval-deadlines.ts). */
+  approvalDeadline(runId: string, at: number): void;
   /** Replaces known secret values in text from the outside world (a tool's error) before it enters a run. */
   redact(text: string): string;
 }

@@ -325,11 +325,13 @@ export class RunExecutor {
     }
     const at = this.now();
     const { approvals, journal } = approvalRequests(this.run, calls, at);
-    await this.write({
+    const asked = await this.write({
       expect: { status: ["running"] },
       set: { status: "pausing", statusReason: approvalRequired, pauseMode: "immediate", approvals },
       journal: [...journal, statusEntry(at, "running", "pausing", approvalRequired)],
     });
+    if (!asked) return;
+    for (const request of approvals) if (request.expiresAt !== null && !request.decision) this.ctx.approvalDeadline(this.run.id, request.expiresAt);
   }
 
   /** A rejected call never starts: the refusal is its outcome, journaled and folded in like any other. */

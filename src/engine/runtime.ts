@@ -173,6 +173,7 @@ export class Runtime {
       controlPollMs: options.controlPollMs ?? 10,
       compensation: { maxAttempts: 3, backoffMs: 100, timeoutMs: 30_000, ...options.compensation },
       redact: redactor && !redactor.empty ? (text) => redactor.text(text) : (text) => text,
+      approvalDeadline: (runId, at) => this.approvalDeadlines.note(runId, at),
     };
     this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 200));
     this.retention = options.retention;
