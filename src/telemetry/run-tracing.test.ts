@@ -142,6 +142,30 @@ describe("OpenTelemetry spans of a run", () => {
   });
 });
 
+describe("OpenTelemetry spans of a run another process executes", () => {
+  it("a command given here is a root span of its own; the calls are traced where they run", async () => {
+    const ledger = new Ledger();
+    h = harness([tracedAgent(ledger)]);
+    const executing = h.open();
+    const here = tracing();
+    const there = tracing();
+    stop = traceRuns(h.runtime, here.options);
+    const stopThere = traceRuns(executing, there.options);
+    try {
+      const run = await executing.start("traced", null);
+      await waitUntil(() => ledger.executionsOf("wait") === 1);
+      await h.runtime.pause(run.id, { actor: "alice" });
+      await executing.waitFor(run.id, ["paused"]);
+      await waitUntil(() => there.exporter.getFinishedSpans().some((s) => s.name === "invoke_agent traced"));
+      const spansHere = here.exporter.getFinishedSpans();
+      expect(spansHere.map((s) => [s.name, parentOf(s)])).toEqual([["control pause", undefined]]);
+      expect(there.exporter.getFinishedSpans().map((s) => s.name)).toEqual(["chat sim-1", "execute_tool publish", "execute_tool wait", "invoke_agent traced"]);
+    } finally {
+      stopThere();
+    }
+  });
+});
+
 function toMs([seconds, nanos]: [number, number]): number {
   return seconds * 1000 + nanos / 1e6;
 }
