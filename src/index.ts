@@ -22,7 +22,7 @@ export { optionalPeers } from "./engine/optional-import.js";
 export { openStore, storeLocation, describeLocation, defaultPostgresSchema, type StoreLocation } from "./stores/open-store.js";
 export { SimulatedModel, genericScript, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
 export { ModelRegistry, type ModelFactory } from "./models/model-registry.js";
-export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings, type AiSdkLanguageModel } from "./models/ai-sdk-model.js";
+export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings, type AiSdkLanguageModel, type AiSdkJsonValue } from "./models/ai-sdk-model.js";
 export { createModelRegistry, parseOpenAICompatible, type ModelRegistryOptions } from "./models/providers.js";
 export { mcpTools, type McpToolset, type McpToolsOptions, type McpToolInfo } from "./tools/mcp-tools.js";
 export { McpConnection, type McpServerParams, type McpConnectionOptions, type McpTrafficEvent, type McpClient, type McpJsonRpcMessage } from "./tools/mcp-connection.js";

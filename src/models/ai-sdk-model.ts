@@ -1,11 +1,10 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart } from "@ai-sdk/provider";
 import { ModelCallError, TetherError } from "../engine/errors.js";
-import type { Json } from "../engine/json.js";
 import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel } from "../engine/model.js";
 import * as v3 from "./ai-sdk-v3.js";
 
 // The public types below are Tether's own, shaped like the AI SDK's: the published `.d.ts`
-// must not import `@ai-sdk/provider`, an optional peer. `optional-peer-types.test.ts` keeps
+// must not import `@ai-sdk/provider`, an optional peer. `src/optional-peer-types.test.ts` keeps
 // them assignable to the real ones.
 
 /**
@@ -19,6 +18,9 @@ export interface AiSdkLanguageModel {
   doStream(options: never): PromiseLike<{ stream: ReadableStream<unknown> }>;
 }
 
+/** A JSON value as the AI SDK's provider options hold it (object members may be undefined). */
+export type AiSdkJsonValue = null | string | number | boolean | { [key: string]: AiSdkJsonValue | undefined } | AiSdkJsonValue[];
+
 /** Call settings passed through to every call (the AI SDK's call options but the prompt, tools and signal). */
 export interface AiSdkCallSettings {
   maxOutputTokens?: number;
@@ -28,12 +30,13 @@ export interface AiSdkCallSettings {
   topK?: number;
   presencePenalty?: number;
   frequencyPenalty?: number;
-  responseFormat?: { type: "text" } | { type: "json"; schema?: { [key: string]: Json }; name?: string; description?: string };
+  /** `schema` is a JSON Schema (draft 7). */
+  responseFormat?: { type: "text" } | { type: "json"; schema?: object; name?: string; description?: string };
   seed?: number;
   includeRawChunks?: boolean;
   headers?: Record<string, string | undefined>;
   /** Per provider: `{ openai: { reasoningEffort: "low" } }`. */
-  providerOptions?: Record<string, { [key: string]: Json | undefined }>;
+  providerOptions?: Record<string, { [key: string]: AiSdkJsonValue | undefined }>;
 }
 
 export interface AiSdkModelOptions {

@@ -1,6 +1,9 @@
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it } from "vitest";
 import { defineAgent, type AgentDefinition } from "../engine/agent.js";
+import { ModelCallError } from "../engine/errors.js";
+import type { TetherModel } from "../engine/model.js";
+import { SecretRedactor } from "../engine/secrets.js";
 import { SimulatedModel } from "../models/simulated-model.js";
 import { effectTool, harness, Ledger, waitUntil, type Harness } from "../testing/index.js";
 import { traceRuns } from "./run-tracing.js";
@@ -18,13 +21,13 @@ afterEach(async () => {
 });
 
 /** One model call, then publish (compensable), then a long abortable wait, then done. */
-function tracedAgent(ledger: Ledger): AgentDefinition {
+function tracedAgent(ledger: Ledger, model: TetherModel = new SimulatedModel({ tokensPerSecond: Infinity, rounds: 0 })): AgentDefinition {
   const tools = [effectTool({ name: "publish", ledger, compensable: true }), effectTool({ name: "wait", ledger, durationMs: 10_000, abortable: true })];
   return defineAgent({
     name: "traced",
     version: "1",
     tools,
-    model: new SimulatedModel({ tokensPerSecond: Infinity, rounds: 0 }),
+    model,
     init: () => ({ messages: [{ role: "user", content: prompt }], vars: { step: 0 } }),
     next(state) {
       const step = Number(state.vars.step);
@@ -139,6 +142,68 @@ describe("OpenTelemetry spans of a run", () => {
     expect(named(spans, "control cancel")[0].attributes["tether.control.reason"]).toBe("wrong customer");
     // The prompt is never journaled as a call attribute, so it is not captured either.
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain(prompt);
+  });
+});
+
+describe("OpenTelemetry spans of failures and secrets", () => {
+  it("a failed model call is an ERROR span with its code; the stretch ends paused", async () => {
+    const failing: TetherModel = {
+      specificationVersion: "tether-model-v1",
+      provider: "openai",
+      modelId: "gpt-4o-mini",
+      async *stream() {
+        throw new ModelCallError("openai:gpt-4o-mini failed: HTTP 429: slow down", { statusCode: 429 });
+      },
+    };
+    h = harness([tracedAgent(new Ledger(), failing)]);
+    const { exporter, options } = tracing();
+    stop = traceRuns(h.runtime, options);
+    const run = await h.runtime.start("traced", null);
+    await h.runtime.waitFor(run.id, ["paused"]);
+    await waitUntil(() => exporter.getFinishedSpans().some((s) => s.name === "invoke_agent traced"));
+    const [chat] = named(exporter.getFinishedSpans(), "chat gpt-4o-mini");
+    expect(chat.status.code).toBe(2); // ERROR
+    expect(chat.attributes).toMatchObject({ "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini", "error.type": "model_error", "tether.call.outcome": "failed" });
+    expect(named(exporter.getFinishedSpans(), "invoke_agent traced")[0].attributes["tether.run.status"]).toBe("paused");
+  });
+
+  it("even with captureContent, a secret (here the tool input) is redacted, as the journal holds it", async () => {
+    const ledger = new Ledger();
+    h = harness([tracedAgent(ledger)], { redactor: SecretRedactor.fromEnvironment({}, [secretInput]) });
+    const { exporter, options } = tracing(true);
+    stop = traceRuns(h.runtime, options);
+    const run = await h.runtime.start("traced", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 1);
+    await h.runtime.cancel(run.id, { actor: "bob", reason: `leaked ${secretInput}` });
+    await h.runtime.waitFor(run.id, ["cancelled"]);
+    await waitUntil(() => exporter.getFinishedSpans().some((s) => s.name === "invoke_agent traced"));
+    const text = JSON.stringify(exporter.getFinishedSpans().map((s) => s.attributes));
+    expect(text).toContain("gen_ai.tool.call.arguments");
+    expect(text).not.toContain(secretInput);
+  });
+});
+
+describe("OpenTelemetry spans of a run another process executes", () => {
+  it("a command given here is a root span of its own; the calls are traced where they run", async () => {
+    const ledger = new Ledger();
+    h = harness([tracedAgent(ledger)]);
+    const executing = h.open();
+    const here = tracing();
+    const there = tracing();
+    stop = traceRuns(h.runtime, here.options);
+    const stopThere = traceRuns(executing, there.options);
+    try {
+      const run = await executing.start("traced", null);
+      await waitUntil(() => ledger.executionsOf("wait") === 1);
+      await h.runtime.pause(run.id, { actor: "alice" });
+      await executing.waitFor(run.id, ["paused"]);
+      await waitUntil(() => there.exporter.getFinishedSpans().some((s) => s.name === "invoke_agent traced"));
+      const spansHere = here.exporter.getFinishedSpans();
+      expect(spansHere.map((s) => [s.name, parentOf(s)])).toEqual([["control pause", undefined]]);
+      expect(there.exporter.getFinishedSpans().map((s) => s.name)).toEqual(["chat sim-1", "execute_tool publish", "execute_tool wait", "invoke_agent traced"]);
+    } finally {
+      stopThere();
+    }
   });
 });
 

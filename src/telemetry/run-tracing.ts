@@ -75,6 +75,7 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
     if (!spans) runs.set(runId, (spans = { agent: undefined, run: undefined, previous: undefined, calls: new Map(), compensations: new Map() }));
     return spans;
   };
+  const transient = (): RunSpans => ({ agent: undefined, run: undefined, previous: undefined, calls: new Map(), compensations: new Map() });
   const parentOf = (spans: RunSpans) => (spans.run ? api.trace.setSpan(api.context.active(), spans.run) : api.context.active());
 
   const startRun = (entry: JournalEntry, spans: RunSpans): Span => {
@@ -133,8 +134,14 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
     return out;
   };
 
+  // Only what starts execution here (creation, running, a call) keeps a run in `runs`; other
+  // entries (a command written for a run another process executes) leave no state behind.
+  const opens = new Set(["run.created", "status", "call.started"]);
   const onEntry = (entry: JournalEntry): void => {
-    const spans = spansOf(entry.runId);
+    const known = runs.get(entry.runId);
+    if (!known && !opens.has(entry.type) && entry.type !== "control") return;
+    if (!known && entry.type === "status" && entry.data.to !== "running") return;
+    const spans = known ?? (entry.type === "control" ? transient() : spansOf(entry.runId));
     const data = entry.data;
     switch (entry.type) {
       case "run.created":
