@@ -164,12 +164,12 @@ export class RunExecutor {
     // Every write of a working run carries the lease on: only a run that writes nothing for a
     // third of its lease needs a write of its own (see renewLeaseIfDue).
     const now = this.ctx.clock.now();
-    let set = update.set;
-    if (this.renewalDue(now) && !(set && "lease" in set)) {
+    let renewLease: RunUpdate["renewLease"];
+    if (this.renewalDue(now)) {
       this.lastRenewal = now;
-      set = { ...set, lease: { ...this.run.lease!, until: now + this.ctx.leaseMs } };
+      renewLease = { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
     }
-    const result = await this.ctx.store.update({ ...update, set, runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
+    const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
     if (!result.ok) {
       if (result.run.epoch !== this.run.epoch) {
         this.stopAll.abort(new LeaseLostError(this.run.id));

@@ -57,6 +57,9 @@ export function applyRunPatch(run: RunRecord, update: RunUpdate): RunRecord {
     next.epoch = run.epoch + 1;
     next.lease = { workerId: update.claim.workerId, epoch: next.epoch, until: update.claim.until };
   }
+  if (update.renewLease && next.lease && next.lease.workerId === update.renewLease.workerId && next.lease.epoch === next.epoch) {
+    next.lease = { ...next.lease, until: Math.max(next.lease.until, update.renewLease.until) };
+  }
   const times = [run.updatedAt];
   if (update.journal?.length) times.push(update.journal[update.journal.length - 1].at);
   if (update.snapshot) times.push(update.snapshot.head.at);

@@ -310,6 +310,11 @@ export interface RunUpdate {
   set?: RunPatch;
   /** Take the lease: the epoch is incremented and the lease set to this worker. */
   claim?: { workerId: string; until: number };
+  /**
+   * Extend the lease to `until` if this worker still holds it once `set` is applied; otherwise
+   * nothing (a renewal never brings back a lease a pause or an end let go).
+   */
+  renewLease?: { workerId: string; until: number };
   journal?: JournalInput[];
   /**
    * Written only with at least one journal entry, the change it records (a store may keep the

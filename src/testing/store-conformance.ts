@@ -185,6 +185,20 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(second.run.lease).toEqual({ workerId: "w2", epoch: 2, until: baseTime + 9000 });
       });
 
+      it("renews a lease only while the worker holds it: a renewal never brings back a lease a pause let go", async () => {
+        const { run } = await create();
+        await store.update({ runId: run.id, claim: { workerId: "w1", until: baseTime + 5000 } });
+        const renewed = await store.update({ runId: run.id, renewLease: { workerId: "w1", until: baseTime + 9000 } });
+        expect(renewed.run.lease).toEqual({ workerId: "w1", epoch: 1, until: baseTime + 9000 });
+        expect((await store.update({ runId: run.id, renewLease: { workerId: "w2", until: baseTime + 20_000 } })).run.lease?.until).toBe(baseTime + 9000);
+        await store.update({ runId: run.id, set: { status: "paused", lease: null } });
+        // A renewal that was decided before the pause landed.
+        const late = await store.update({ runId: run.id, expect: { epoch: 1 }, renewLease: { workerId: "w1", until: baseTime + 12_000 } });
+        expect(late.run.lease).toBeNull();
+        expect((await store.findClaimable(baseTime, 10)).map((r) => r.id)).not.toContain(run.id);
+        expect((await store.getRun(run.id))!.lease).toBeNull();
+      });
+
       describe("writes nothing when an expectation fails", () => {
         async function expectUntouched(runId: string, before: RunRecord, journalBefore: number): Promise<void> {
           expect(await store.getRun(runId)).toEqual(before);
