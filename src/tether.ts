@@ -10,7 +10,7 @@ import { traceRuns, tracingAvailable, type RunTracingOptions } from "./telemetry
 
 export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "agents" | "resolveModel">> {
   agents: readonly AgentDefinition[];
-  /** A store; by default SQLite at `<dir>/tether.db`. */
+  /** A store (yours to close); by default SQLite at `<dir>/tether.db`, which the runtime's `close()` closes. */
   store?: Store;
   /** The folder of the embedded store. Default `.tether` in the working folder. */
   dir?: string;
@@ -30,6 +30,21 @@ export interface TetherOptions extends Partial<Omit<RuntimeOptions, "store" | "a
   tracing?: boolean | RunTracingOptions;
 }
 
+/** A runtime on the SQLite store `createTether` opened for it: closing it closes the store (its checkpoint thread would keep the process alive). */
+class OwningRuntime extends Runtime {
+  constructor(
+    options: RuntimeOptions,
+    private readonly ownedStore: Store,
+  ) {
+    super(options);
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    await this.ownedStore.close();
+  }
+}
+
 export function defaultDatabasePath(dir = ".tether"): string {
   return join(process.cwd(), dir, "tether.db");
 }
@@ -39,7 +54,8 @@ export function createTether(options: TetherOptions): Runtime {
   const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
   const models = options.models ?? createModelRegistry();
   const redactor = options.secrets === false ? undefined : SecretRedactor.fromEnvironment(process.env, options.secrets ?? []);
-  const runtime = new Runtime({ ...options, store, agents: options.agents, resolveModel: models.resolver, redactor });
+  const runtimeOptions: RuntimeOptions = { ...options, store, agents: options.agents, resolveModel: models.resolver, redactor };
+  const runtime = options.store ? new Runtime(runtimeOptions) : new OwningRuntime(runtimeOptions, store);
   const tracing = options.tracing ?? tracingAvailable();
   if (tracing !== false) traceRuns(runtime, tracing === true ? {} : tracing);
   return runtime;
