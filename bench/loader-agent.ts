@@ -3,9 +3,10 @@ import { SimulatedModel, tool, toolLoopAgent, type AgentDefinition } from "../sr
 
 /**
  * The agent of the load and scale benchmarks: a tool loop on the simulated model at 100 tokens/s
- * with a 50 ms abortable lookup tool; `rounds` tool rounds make about 2·rounds + 1 steps.
+ * with a 50 ms abortable lookup tool; `rounds` tool rounds make about 2·rounds + 1 steps. With
+ * `needsApproval`, each run pauses for a person's approval at its first lookup.
  */
-export function loaderAgent(rounds: number): AgentDefinition {
+export function loaderAgent(rounds: number, options: { needsApproval?: boolean } = {}): AgentDefinition {
   const sleep = (ms: number, signal: AbortSignal) =>
     new Promise<void>((resolve, reject) => {
       const timer = setTimeout(resolve, ms);
@@ -17,6 +18,7 @@ export function loaderAgent(rounds: number): AgentDefinition {
     input: z.object({ query: z.string() }),
     abortable: true,
     idempotent: true,
+    ...(options.needsApproval ? { needsApproval: true } : {}),
     execute: async ({ query }, ctx) => (await sleep(50, ctx.signal), { query, found: 3 }),
   });
   return toolLoopAgent({ name: "loader", tools: [lookup], model: new SimulatedModel({ tokensPerSecond: 100, rounds }), budgets: { maxSteps: 1000 } });

@@ -274,16 +274,19 @@ async function pausedMemory(): Promise<Record<string, unknown>> {
   const emptySchema = schemaName("idle");
   const fullSchema = schemaName("paused");
   const store = await new PostgresStore({ connectionString: url, schema: fullSchema, poolSize: 8 }).open();
-  const control = createTether({ agents: [loaderAgent(rounds)], store, worker: false, secrets: false });
+  // Each run pauses by itself, for a person's approval, at its first tool call.
+  const control = createTether({ agents: [loaderAgent(rounds, { needsApproval: true })], store, concurrency: 1000, secrets: false });
+  control.startWorker();
   try {
     for (let i = 0; i < pausedRuns; i += 200) {
-      await Promise.all(
-        Array.from({ length: Math.min(200, pausedRuns - i) }, async (_, j) => {
-          const run = await control.start("loader", `topic ${i + j}`);
-          await control.pause(run.id, { reason: "bench" });
-        }),
-      );
+      await Promise.all(Array.from({ length: Math.min(200, pausedRuns - i) }, (_, j) => control.start("loader", `topic ${i + j}`)));
     }
+    for (;;) {
+      const paused = (await store.listRuns({ status: ["paused"], limit: pausedRuns + 1 })).length;
+      if (paused >= pausedRuns) break;
+      await sleep(1000);
+    }
+    await control.close();
     const rssOf = async (schema: string) => {
       const worker = await spawnWorker(schema, 200);
       try {
