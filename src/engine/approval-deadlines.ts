@@ -1,4 +1,4 @@
-import { nextApprovalDeadline } from "./approval.js";
+import { approvalRequired, nextApprovalDeadline } from "./approval.js";
 import type { EngineContext } from "./engine-context.js";
 import type { RunRecord } from "./store.js";
 
@@ -51,9 +51,14 @@ export class ApprovalDeadlines {
     if (known === undefined || at < known) this.due.set(runId, at);
   }
 
-  /** Every paused (or halted) run's next deadline, read from the store. */
+  /**
+   * The next deadline of every run that waits for approval (or was halted meanwhile), read from
+   * the store: only those runs, so a worker's cost does not grow with the paused runs it stores.
+   */
   async rescan(): Promise<void> {
-    for (const run of await this.ctx.store.listRuns({ status: ["paused", "pausing", "halted"], limit: 100_000 })) {
+    const waiting = await this.ctx.store.listRuns({ status: ["paused", "pausing"], statusReason: approvalRequired, limit: 100_000 });
+    const halted = await this.ctx.store.listRuns({ status: ["halted"], limit: 100_000 });
+    for (const run of [...waiting, ...halted]) {
       const next = nextApprovalDeadline(run);
       if (next !== undefined) this.note(run.id, next);
     }

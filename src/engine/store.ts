@@ -330,6 +330,8 @@ export type UpdateResult = { ok: true; run: RunRecord; journal: JournalEntry[] }
 
 export interface RunFilter {
   status?: readonly RunStatus[];
+  /** Runs whose status reason is exactly this (such as `approval_required`). */
+  statusReason?: string;
   agent?: string;
   limit?: number;
   /** Runs updated after this time (for change feeds). */

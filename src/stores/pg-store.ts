@@ -153,6 +153,10 @@ export class PostgresStore implements Store {
       params.push(filter.agent);
       where.push(`agent = $${params.length}`);
     }
+    if (filter.statusReason !== undefined) {
+      params.push(filter.statusReason);
+      where.push(`(doc::json ->> 'statusReason') = $${params.length}`);
+    }
     if (filter.updatedAfter !== undefined) {
       params.push(filter.updatedAfter);
       where.push(`updated_at > $${params.length}`);

@@ -219,6 +219,10 @@ export class SqliteStore implements Store {
       where.push("agent = ?");
       params.push(filter.agent);
     }
+    if (filter.statusReason !== undefined) {
+      where.push("json_extract(doc, '$.statusReason') = ?");
+      params.push(filter.statusReason);
+    }
     if (filter.updatedAfter !== undefined) {
       // The indexed bucket is the time rounded up, so it narrows to a superset; the record's own time decides.
       where.push("updated_bucket > ? AND json_extract(doc, '$.updatedAt') > ?");

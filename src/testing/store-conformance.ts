@@ -150,6 +150,10 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect((await store.listRuns({ agent: "agent-a", status: ["running"] })).map((r) => r.id)).toEqual([]);
         expect((await store.listRuns({ limit: 2 })).map((r) => r.id)).toEqual([c.id, b.id]);
         expect((await store.listRuns({ updatedAfter: baseTime + 999 })).map((r) => r.id)).toEqual([b.id]);
+        await store.update({ runId: a.id, set: { status: "paused", statusReason: "approval_required" }, journal: [entry("status", baseTime + 1001, { to: "paused" })] });
+        await store.update({ runId: c.id, set: { status: "paused", statusReason: "paused by bob" }, journal: [entry("status", baseTime + 1002, { to: "paused" })] });
+        expect((await store.listRuns({ status: ["paused"], statusReason: "approval_required" })).map((r) => r.id)).toEqual([a.id]);
+        expect((await store.listRuns({ statusReason: "nobody" })).map((r) => r.id)).toEqual([]);
       });
     });
 
