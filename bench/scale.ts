@@ -274,18 +274,29 @@ async function pausedMemory(): Promise<Record<string, unknown>> {
   const emptySchema = schemaName("idle");
   const fullSchema = schemaName("paused");
   const store = await new PostgresStore({ connectionString: url, schema: fullSchema, poolSize: 8 }).open();
-  // Each run pauses by itself, for a person's approval, at its first tool call.
-  const control = createTether({ agents: [loaderAgent(rounds, { needsApproval: true })], store, concurrency: 1000, secrets: false });
+  // Runs paused by a person while their first model call streams, 1,000 at a time.
+  const control = createTether({ agents: [loaderAgent(rounds)], store, concurrency: 1000, secrets: false });
   control.startWorker();
   try {
-    for (let i = 0; i < pausedRuns; i += 200) {
-      await Promise.all(Array.from({ length: Math.min(200, pausedRuns - i) }, (_, j) => control.start("loader", `topic ${i + j}`)));
+    for (let i = 0; i < pausedRuns; i += 1000) {
+      const batch = await Promise.all(Array.from({ length: Math.min(1000, pausedRuns - i) }, (_, j) => control.start("loader", `topic ${i + j}`)));
+      await Promise.all(
+        batch.map(async (run) => {
+          for (;;) {
+            try {
+              await control.pause(run.id, { reason: "bench", wait: true });
+              return;
+            } catch (error) {
+              // Still queued: not claimed yet.
+              if ((error as { code?: string }).code !== "illegal_transition") throw error;
+              await sleep(50);
+            }
+          }
+        }),
+      );
     }
-    for (;;) {
-      const paused = (await store.listRuns({ status: ["paused"], limit: pausedRuns + 1 })).length;
-      if (paused >= pausedRuns) break;
-      await sleep(1000);
-    }
+    const paused = (await store.listRuns({ status: ["paused"], limit: pausedRuns + 1 })).length;
+    if (paused !== pausedRuns) throw new Error(`${paused} of ${pausedRuns} runs paused`);
     await control.close();
     const rssOf = async (schema: string) => {
       const worker = await spawnWorker(schema, 200);
