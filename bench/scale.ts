@@ -166,9 +166,13 @@ function pauseWhileRunning(tether: Runtime, ids: string[], readStatus?: (id: str
   const loop = (async () => {
     while (!stopped) {
       await sleep(100);
-      const running = (await tether.list({ status: ["running"], limit: 100_000 })).filter((r) => !paused.has(r.id) && ids.includes(r.id));
-      if (!running.length) continue;
-      const id = running[Math.floor(Math.random() * running.length)].id;
+      // A run picked at random until one is running (a person picks one from the list).
+      let id: string | undefined;
+      for (let tries = 0; tries < 20 && id === undefined; tries++) {
+        const candidate = ids[Math.floor(Math.random() * ids.length)];
+        if (!paused.has(candidate) && (await tether.get(candidate)).status === "running") id = candidate;
+      }
+      if (id === undefined) continue;
       paused.add(id);
       const sent = performance.now();
       try {
@@ -181,8 +185,9 @@ function pauseWhileRunning(tether: Runtime, ids: string[], readStatus?: (id: str
         }
         latencies.push(performance.now() - sent);
         await tether.resume(id);
-      } catch {
+      } catch (error) {
         // The run ended first: not a pause to measure.
+        if (process.env.SCALE_DEBUG) console.error(String(error));
       }
     }
   })();

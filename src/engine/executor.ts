@@ -140,7 +140,8 @@ export class RunExecutor {
   }
 
   private async markWaiting(kind: "model" | "tool", inflight: InflightCall): Promise<void> {
-    await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: this.ctx.clock.now() } } });
+    // Since the call started, as the run view reports before this lands: the timer never jumps back.
+    await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: inflight.startedAt } } });
   }
 
   /** A lease renewal is due a third of the way through the lease. */

@@ -66,6 +66,12 @@ export class PostgresStore implements Store {
   readonly kind = "postgres";
   readonly schema: string;
   private readonly pool: pg.Pool;
+  /**
+   * Writes that change a run's status (a pause, a cancel, a run pausing or ending) and every
+   * write of a run that is pausing, cancelling or halted go through their own two connections, so
+   * they never queue behind a busy worker's step writes.
+   */
+  private readonly controlPool: pg.Pool;
   private readonly s: string;
   private readonly channel: string;
   private readonly cache = new Map<string, CachedRun>();
@@ -80,8 +86,10 @@ export class PostgresStore implements Store {
     this.s = quoteIdentifier(this.schema);
     this.channel = `${this.schema}_runs`;
     this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, types });
+    this.controlPool = new pg.Pool({ connectionString: options.connectionString, max: 2, types });
     // An idle connection that fails (the server restarted) is dropped by the pool; no crash.
     this.pool.on("error", () => undefined);
+    this.controlPool.on("error", () => undefined);
     this.ready = migrate(this.pool, this.schema).catch((error: unknown) => {
       throw storeError(`cannot open the PostgreSQL store (${redactUrl(options.connectionString)}, schema ${this.schema})`, error);
     });
@@ -98,7 +106,7 @@ export class PostgresStore implements Store {
    * Runs a statement; every statement is prepared (named by a hash of its text) on each pooled
    * connection the first time that connection runs it, so a step's write is not planned again.
    */
-  private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = [], via?: pg.PoolClient): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = [], via?: pg.PoolClient | pg.Pool): Promise<pg.QueryResult<R>> {
     await this.ready;
     try {
       return await (via ?? this.pool).query<R>({ name: statementName(sql), text: sql, values: params });
@@ -209,7 +217,10 @@ export class PostgresStore implements Store {
     const notify = update.expect?.epoch === undefined || update.claim !== undefined;
     params.push(this.channel);
     const select = notify ? `SELECT pg_notify($${params.length}, id) FROM upd` : `SELECT $${params.length}::text FROM upd`;
-    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params, via);
+    // Status changes, and every write of a run that is stopping, take the control lane.
+    const stopping = current.status !== "running" && current.status !== "queued";
+    const lane = via ?? ((update.set?.status !== undefined && update.set.status !== current.status) || stopping ? this.controlPool : undefined);
+    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params, lane);
     if (result.rowCount === 0) return undefined;
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
@@ -604,6 +615,7 @@ export class PostgresStore implements Store {
     await this.listenClient?.end().catch(() => undefined);
     await this.ready.catch(() => undefined);
     await this.pool.end();
+    await this.controlPool.end();
   }
 
   /** Drops the store's schema and everything in it (tests and `tether demo` on a scratch schema). */
