@@ -34,16 +34,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   createTether,
-  defineAgent,
   SimulatedModel,
-  type Action,
   type AgentDefinition,
-  type AgentState,
   type Message,
-  type ModelResult,
-  type ModelStreamPart,
-  type Outcome,
-  type Runtime,
   type TetherModel,
 } from "../src/index.js";
 import { restoreState } from "../src/engine/snapshot.js";

@@ -9,7 +9,6 @@ import { modelKey, type TetherModel } from "./model.js";
 import { ResourceHolder } from "./resources.js";
 import { restoreState, type SnapshotWriter } from "./snapshot.js";
 import type { AgentState } from "./state.js";
-import type { RunStatus } from "./status.js";
 import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate, SteeringMessage } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";

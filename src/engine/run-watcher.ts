@@ -87,10 +87,6 @@ export class RunWatcher {
     void stopping?.then((stop) => stop?.());
   }
 
-  /** Whether the store pushes changes (then the periodic check is only a safety net). */
-  get pushed(): boolean {
-    return this.options.store.watchRuns !== undefined;
-  }
 
   private drainSoon(): void {
     if (this.draining) return;

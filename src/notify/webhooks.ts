@@ -1,6 +1,5 @@
 import type { Clock } from "../engine/clock.js";
 import { InvalidInputError } from "../engine/errors.js";
-import type { RunEvent } from "../engine/events.js";
 import type { JsonObject } from "../engine/json.js";
 import type { Runtime } from "../engine/runtime.js";
 import type { JournalEntry, RunRecord } from "../engine/store.js";

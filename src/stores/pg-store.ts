@@ -24,6 +24,7 @@ import type {
   UpdateResult,
 } from "../engine/store.js";
 import { migrate, quoteIdentifier } from "./pg-schema.js";
+import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
 export interface PostgresStoreOptions {
   /** A `postgres://` connection string. */
@@ -375,32 +376,12 @@ export class PostgresStore implements Store {
 
   async listCommands(runId: string): Promise<CommandRecord[]> {
     const { rows } = await this.query<CommandRow>(`SELECT * FROM ${this.s}.commands WHERE run_id = $1 ORDER BY created_at, n`, [runId]);
-    return rows.map((row) => ({
-      id: row.id,
-      runId: row.run_id,
-      type: row.type as CommandRecord["type"],
-      actor: row.actor,
-      reason: row.reason,
-      payload: JSON.parse(row.payload),
-      createdAt: row.created_at,
-      appliedAt: row.applied_at,
-      outcome: row.outcome,
-    }));
+    return rows.map(commandFromRow);
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {
     const { rows } = await this.query<EffectRow>(`SELECT * FROM ${this.s}.effects WHERE run_id = $1 ORDER BY call_seq`, [runId]);
-    return rows.map((row) => ({
-      runId,
-      callSeq: row.call_seq,
-      tool: row.tool,
-      input: JSON.parse(row.input),
-      result: JSON.parse(row.result),
-      state: row.state as EffectRecord["state"],
-      attempts: row.attempts,
-      error: row.error,
-      updatedAt: row.updated_at,
-    }));
+    return rows.map((row) => effectFromRow(runId, row));
   }
 
   async listHalts(): Promise<HaltRecord[]> {
@@ -684,38 +665,6 @@ interface SnapshotRow {
   vars_seq: number | null;
 }
 
-interface CommandRow {
-  id: string;
-  run_id: string | null;
-  type: string;
-  actor: string;
-  reason: string | null;
-  payload: string;
-  created_at: number;
-  applied_at: number | null;
-  outcome: string | null;
-}
-
-interface EffectRow {
-  call_seq: number;
-  tool: string;
-  input: string;
-  result: string;
-  state: string;
-  attempts: number;
-  error: string | null;
-  updated_at: number;
-}
-
-interface TokenRow {
-  id: string;
-  name: string;
-  role: ApiTokenRecord["role"];
-  hash: string;
-  created_at: number;
-  revoked_at: number | null;
-}
-
 const statementNames = new Map<string, string>();
 
 /** A stable name per statement text (PostgreSQL keeps a prepared statement per name and connection). */
@@ -739,10 +688,6 @@ function effectRow(effect: EffectWrite) {
     error: effect.error,
     updated_at: effect.updatedAt,
   };
-}
-
-function tokenFromRow(row: TokenRow): ApiTokenRecord {
-  return { id: row.id, name: row.name, role: row.role, hash: row.hash, createdAt: row.created_at, revokedAt: row.revoked_at };
 }
 
 function storeError(context: string, error: unknown): TetherError {

@@ -23,6 +23,7 @@ import type {
 } from "../engine/store.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
+import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 import { ensureLayout } from "./sqlite-migration.js";
 import { entryKey, journalTypeCode, journalTypeOf, messagesInRows, messagesRowData, messagesRowType, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
 
@@ -521,31 +522,11 @@ export class SqliteStore implements Store {
   }
 
   async listCommands(runId: string): Promise<CommandRecord[]> {
-    return (this.statements.listCommands.all(runId) as CommandRow[]).map((row) => ({
-      id: row.id,
-      runId: row.run_id,
-      type: row.type as CommandRecord["type"],
-      actor: row.actor,
-      reason: row.reason,
-      payload: JSON.parse(row.payload),
-      createdAt: row.created_at,
-      appliedAt: row.applied_at,
-      outcome: row.outcome,
-    }));
+    return (this.statements.listCommands.all(runId) as CommandRow[]).map(commandFromRow);
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {
-    return (this.statements.listEffects.all(runId) as EffectRow[]).map((row) => ({
-      runId,
-      callSeq: row.call_seq,
-      tool: row.tool,
-      input: JSON.parse(row.input),
-      result: JSON.parse(row.result),
-      state: row.state as EffectRecord["state"],
-      attempts: row.attempts,
-      error: row.error,
-      updatedAt: row.updated_at,
-    }));
+    return (this.statements.listEffects.all(runId) as EffectRow[]).map((row) => effectFromRow(runId, row));
   }
 
   async listHalts(): Promise<HaltRecord[]> {
@@ -690,38 +671,3 @@ interface SnapshotRow {
   vars_key: number | null;
 }
 
-interface CommandRow {
-  id: string;
-  run_id: string | null;
-  type: string;
-  actor: string;
-  reason: string | null;
-  payload: string;
-  created_at: number;
-  applied_at: number | null;
-  outcome: string | null;
-}
-
-interface EffectRow {
-  call_seq: number;
-  tool: string;
-  input: string;
-  result: string;
-  state: string;
-  attempts: number;
-  error: string | null;
-  updated_at: number;
-}
-
-interface TokenRow {
-  id: string;
-  name: string;
-  role: ApiTokenRecord["role"];
-  hash: string;
-  created_at: number;
-  revoked_at: number | null;
-}
-
-function tokenFromRow(row: TokenRow): ApiTokenRecord {
-  return { id: row.id, name: row.name, role: row.role, hash: row.hash, createdAt: row.created_at, revokedAt: row.revoked_at };
-}

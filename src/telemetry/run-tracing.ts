@@ -1,6 +1,6 @@
 import type * as OtelApi from "@opentelemetry/api";
 import type { Span, SpanContext, Tracer } from "@opentelemetry/api";
-import type { EventBus, RunEvent } from "../engine/events.js";
+import type { EventBus } from "../engine/events.js";
 import type { JsonObject } from "../engine/json.js";
 import { optionalRequire, requireInstalled } from "../engine/optional-import.js";
 import type { JournalEntry, Store } from "../engine/store.js";
