@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
@@ -33,6 +33,18 @@ describe("code blocks in the README and docs/", () => {
   it("finds the README's library example", () => {
     expect(blocks.some((b) => b.file.endsWith("README.md") && b.code.includes("createTether"))).toBe(true);
   });
+
+  // Each way to write an agent has a guide, linked from docs/agents.md, with an example that runs.
+  const guideRows = readFileSync(join(root, "docs/agents.md"), "utf8").split("\n").filter((l) => l.startsWith("|"));
+  const guides = guideRows.flatMap((row) => [...row.matchAll(/\]\(([a-z0-9-]+\.md)\)/g)].map((m) => `docs/${m[1]}`));
+  it("docs/agents.md links a guide for each way to write an agent", () => {
+    expect(guides).toEqual(expect.arrayContaining(["docs/tool-loop.md", "docs/step-machine.md", "docs/ai-sdk.md", "docs/async-function-agents.md"]));
+  });
+  for (const guide of new Set(guides)) {
+    it.skipIf(!existsSync(join(root, guide)))(`${guide} has a complete example that runs`, () => {
+      expect(blocks.filter((b) => b.file === join(root, guide)).some((b) => b.code.includes("createTether") || b.code.includes("fromAiSdkTool"))).toBe(true);
+    });
+  }
 
   for (const block of blocks) {
     it(`${relative(root, block.file)}:${block.line} runs as written`, () => {
