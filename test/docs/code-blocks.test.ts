@@ -10,11 +10,13 @@ import { runnableBlocks } from "./code-blocks.js";
 /**
  * Every TypeScript block in the README and the guides in docs/ runs as written (a user copies
  * them): each is saved to a fresh folder and run with tsx, `tether-runtime` resolving to this
- * checkout's sources. A block that is only a piece of a program says `ts fragment`.
+ * checkout's sources, and all of them compile under strict TypeScript. A block that is only a piece
+ * of a program says `ts fragment`.
  */
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const tsxLoader = createRequire(import.meta.url).resolve("tsx");
+const tscBin = join(root, "node_modules/typescript/bin/tsc");
 const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
 const blocks = docs.flatMap((file) => runnableBlocks(join(root, file)));
 
@@ -45,6 +47,26 @@ describe("code blocks in the README and docs/", () => {
       expect(blocks.filter((b) => b.file === join(root, guide)).some((b) => b.code.includes("createTether") || b.code.includes("fromAiSdkTool"))).toBe(true);
     });
   }
+
+  it("every block compiles under strict TypeScript, as in a user's project", () => {
+    const cwd = mkdtempSync(join(tmpdir(), "tether-doc-types-"));
+    try {
+      symlinkSync(join(root, "node_modules"), join(cwd, "node_modules"), "dir");
+      const names = new Map<string, string>();
+      blocks.forEach((block, i) => {
+        const name = `block${i}.mts`;
+        names.set(name, `${relative(root, block.file)}:${block.line}`);
+        writeFileSync(join(cwd, name), `${localised(block.code)}\nexport {};\n`);
+      });
+      const compilerOptions = { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2023", lib: ["es2023", "dom"], types: ["node"], noEmit: true, skipLibCheck: true, allowImportingTsExtensions: true };
+      writeFileSync(join(cwd, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["*.mts"] }));
+      const result = spawnSync(process.execPath, [tscBin, "-p", cwd], { cwd, encoding: "utf8", timeout: 120_000 });
+      const report = result.stdout.replace(/block\d+\.mts/g, (name) => names.get(name) ?? name);
+      expect(result.status, report.slice(0, 4000)).toBe(0);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  }, 130_000);
 
   for (const block of blocks) {
     it(`${relative(root, block.file)}:${block.line} runs as written`, () => {
