@@ -25,7 +25,9 @@ import {
 } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { RunWatcher } from "./run-watcher.js";
-import { RunExecutor, statusEntry } from "./executor.js";
+import { statusEntry } from "./executor.js";
+import { createExecutor } from "./executors.js";
+import type { RunSession } from "./run-session.js";
 import type { ResourceHolder } from "./resources.js";
 import { randomIds, type IdGenerator } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
@@ -138,7 +140,7 @@ export class Runtime {
   readonly bus = new EventBus();
   private readonly ctx: EngineContext;
   private readonly agentMap: Map<string, AgentDefinition>;
-  private readonly executors = new Map<string, { executor: RunExecutor; done: Promise<void> }>();
+  private readonly executors = new Map<string, { executor: RunSession; done: Promise<void> }>();
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private readonly isWorker: boolean;
   private readonly workerPollMs: number;
@@ -1012,7 +1014,7 @@ export class Runtime {
     const agent = this.agentMap.get(run.agent);
     if (!agent || this.executors.has(run.id)) return;
     this.bus.publishJournal(result.journal);
-    const executor = new RunExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
+    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);
