@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { effectTool, harness, Ledger, TestClock, waitUntil, type Harness } from "../testing/index.js";
-import { durableAgent, GateFailedError, PauseSignal } from "./function-agent.js";
+import { durableAgent } from "../agents/durable-agent.js";
+import { GateFailedError, PauseSignal } from "./function-agent.js";
 import type { Json } from "./json.js";
 import type { JournalEntry } from "./store.js";
 import { tool } from "./tool.js";
