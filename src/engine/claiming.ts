@@ -1,6 +1,7 @@
 import type { EngineContext } from "./engine-context.js";
-import { RunExecutor } from "./executor.js";
+import { createExecutor } from "./executors.js";
 import type { ResourceHolder } from "./resources.js";
+import type { RunSession } from "./run-session.js";
 import type { RunWatcher } from "./run-watcher.js";
 import { isTerminal, type RunStatus } from "./status.js";
 import { statusEntry } from "./status-entry.js";
@@ -12,7 +13,7 @@ import type { JournalInput, RunRecord, RunUpdate, UpdateResult } from "./store.j
  */
 export class RunClaims {
   /** The runs this process executes now, each with the promise that settles when it stops. */
-  readonly executors = new Map<string, { executor: RunExecutor; done: Promise<void> }>();
+  readonly executors = new Map<string, { executor: RunSession; done: Promise<void> }>();
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
@@ -123,7 +124,7 @@ export class RunClaims {
     const agent = this.ctx.agents.get(run.agent);
     if (!agent || this.executors.has(run.id)) return;
     this.ctx.bus.publishJournal(result.journal);
-    const executor = new RunExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
+    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);

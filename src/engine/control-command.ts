@@ -1,8 +1,8 @@
 import type { AgentDefinition } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
 import { RunNotFoundError, TetherError } from "./errors.js";
-import type { RunExecutor } from "./executor.js";
 import type { JsonObject } from "./json.js";
+import type { RunSession } from "./run-session.js";
 import type { ControlCommandType } from "./status.js";
 import type { CommandRecord, JournalInput, RunRecord, RunUpdate } from "./store.js";
 
@@ -15,7 +15,7 @@ export interface ControlOptions {
 export interface ControlHost {
   readonly ctx: EngineContext;
   /** The executor of a run this process executes now, if any. */
-  executorOf(runId: string): RunExecutor | undefined;
+  executorOf(runId: string): RunSession | undefined;
   /** A worker executes the run: its live lease, or this process even if a slow tick let the lease lapse. */
   isHeld(run: RunRecord, now: number): boolean;
   /** This process executes runs (a worker that is not closed). */
