@@ -42,8 +42,9 @@ export async function importModule(path: string): Promise<Record<string, unknown
 }
 
 function isAgent(value: unknown): value is AgentDefinition {
-  const v = value as Partial<AgentDefinition> | null;
-  return typeof v === "object" && v !== null && typeof v.name === "string" && typeof v.init === "function" && typeof v.next === "function" && typeof v.apply === "function";
+  const v = value as { name?: unknown; init?: unknown; next?: unknown; apply?: unknown; run?: unknown } | null;
+  if (typeof v !== "object" || v === null || typeof v.name !== "string" || typeof v.init !== "function") return false;
+  return typeof v.run === "function" || (typeof v.next === "function" && typeof v.apply === "function");
 }
 
 /** `export default [agents]`, `export default { agents, models }`, or `export const agents = [...]`. */
@@ -56,7 +57,7 @@ export function agentsFromModule(loaded: Record<string, unknown>, source: string
     const list = isAgent(candidate) ? [candidate] : Array.isArray(candidate) ? candidate : undefined;
     if (!list) continue;
     const bad = list.findIndex((a) => !isAgent(a));
-    if (bad !== -1) throw new UsageError(`${source}: item ${bad} of its agents is not an agent (make it with toolLoopAgent() or defineAgent())`);
+    if (bad !== -1) throw new UsageError(`${source}: item ${bad} of its agents is not an agent (make it with toolLoopAgent(), durableAgent() or defineAgent())`);
     const models = (module.default as { models?: unknown } | undefined)?.models ?? module.models;
     const isRegistry = typeof (models as Partial<ModelSource> | undefined)?.resolver === "function";
     return { agents: list, models: isRegistry ? (models as ModelSource) : undefined };
