@@ -5,6 +5,8 @@ import type { JournalEntry } from "../engine/store.js";
 import { tool, type AnyTool } from "../engine/tool.js";
 import { SimulatedModel } from "../models/simulated-model.js";
 import { effectTool, harness, Ledger, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { showRun } from "../cli/format.js";
+import { runView } from "../server/run-view.js";
 import { toolLoopAgent } from "./tool-loop-agent.js";
 
 /**
@@ -192,6 +194,13 @@ describe("parallel tool calls in the tool loop", () => {
         [4, "archive"],
       ]);
       expect(running.inflight).toMatchObject({ callSeq: 2, name: "web" });
+      // `tether show` lists them side by side.
+      const shown = showRun(await runView(rt, running), Date.now());
+      expect(shown.split("\n").filter((line) => line.startsWith("in flight"))).toEqual([
+        "in flight tool web (call 2)",
+        "in flight tool news (call 3)",
+        "in flight tool archive (call 4)",
+      ]);
       await rt.pause(run.id, { actor: "alice" });
       const pausing = await waitUntil(async () => {
         const r = await rt.get(run.id);
