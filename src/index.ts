@@ -11,11 +11,11 @@ export * from "./engine/model.js";
 export { tool, type Tool, type AnyTool, type ToolDefinition, type ToolContext, type CompensationContext, type CheckResult } from "./engine/tool.js";
 export { resource, type ResourceDefinition, type ResourceContext, type AnyResource } from "./engine/resource.js";
 export { defineAgent, isFunctionAgent, type AgentDefinition, type AgentBase, type StepAgentDefinition, type Action, type Outcome, type ApplyResult } from "./engine/agent.js";
+export { durableAgent, type AgentContext, type DurableAgentOptions } from "./agents/durable-agent.js";
+export type { AiSdkGates } from "./models/ai-sdk-gates.js";
 export {
-  durableAgent,
   PauseSignal,
   GateFailedError,
-  type DurableAgentOptions,
   type DurableContext,
   type FunctionAgentDefinition,
   type ModelCallOptions,

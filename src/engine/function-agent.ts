@@ -1,8 +1,6 @@
-import type { z } from "zod";
-import { checkAgentName, type AgentBase } from "./agent.js";
+import type { AgentBase } from "./agent.js";
 import type { Json } from "./json.js";
-import type { ModelRequest, ModelResult, TetherModel } from "./model.js";
-import type { AgentState } from "./state.js";
+import type { ModelRequest, ModelResult, ModelUsage, TetherModel } from "./model.js";
 import type { CheckResult, CompensationContext, Tool } from "./tool.js";
 
 /**
@@ -91,32 +89,20 @@ export interface DurableContext {
   tool(name: string, input: Json): Promise<Json>;
   /** Any other call that costs money or touches the world; its result must be JSON. */
   step<T extends Json | void>(name: string, fn: (ctx: StepContext) => Promise<T> | T, options?: StepOptions<T>): Promise<T>;
+  /**
+   * A model call made by your own client (the AI SDK drop-in uses it): journaled as a model
+   * call under `name` (`provider:modelId`), aborted by an immediate pause or a cancel, made again
+   * after a crash, its `usage` counted against the run's budgets and priced.
+   */
+  modelStep<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T>;
   /** The time, journaled: the same value on replay. */
   now(): number;
   /** A number in [0, 1), journaled: the same value on replay. */
   random(): number;
 }
 
+/** An async-function agent as the engine runs it; `durableAgent` (src/agents/durable-agent.ts) makes one. */
 export interface FunctionAgentDefinition extends AgentBase {
   run(ctx: DurableContext, input: Json): Promise<Json | void>;
   next?: undefined;
-}
-
-export interface DurableAgentOptions<I extends Json = Json> extends Omit<AgentBase, "init" | "input" | "version"> {
-  version?: string;
-  input?: z.ZodType<I>;
-  run(ctx: DurableContext, input: I): Promise<Json | void>;
-}
-
-/** Defines an async-function agent. */
-export function durableAgent<I extends Json = Json>(options: DurableAgentOptions<I>): FunctionAgentDefinition {
-  checkAgentName(options.name);
-  return {
-    ...options,
-    version: options.version ?? "1",
-    input: options.input as z.ZodType<Json> | undefined,
-    // The run's snapshot holds the journaled gate results (one message each), nothing else.
-    init: (): AgentState => ({ messages: [], vars: {} }),
-    run: options.run as FunctionAgentDefinition["run"],
-  };
 }

@@ -8,7 +8,7 @@ import { GateFailedError, PauseSignal, type DurableContext, type FunctionAgentDe
 import { executeTool, streamModelCall, ToolAbortedError } from "./gate.js";
 import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
-import { modelKey, type ModelRequest, type ModelResult } from "./model.js";
+import { modelKey, type ModelRequest, type ModelResult, type ModelUsage } from "./model.js";
 import { divergence, gateMessage, inputHash, ReplayLog, type GateKind, type GateRecord } from "./replay-log.js";
 import type { ResourceHolder } from "./resources.js";
 import { RunSession, type Compensator } from "./run-session.js";
@@ -156,8 +156,8 @@ export class FunctionExecutor extends RunSession {
     if (first.type === "stopped" || this.stopReason !== null) {
       await this.untilIdle();
       // The function gets a moment to unwind; what it returns after a stop is not the run's output.
-      const late = await Promise.race([settled, delay(unwindGraceMs).then(() => undefined)]);
-      if ((late?.type === "returned" || this.swallowed) && !this.detached) await this.noteSwallowed().catch(() => undefined);
+      await Promise.race([settled, delay(unwindGraceMs)]);
+      if (this.swallowed && !this.detached) await this.noteSwallowed().catch(() => undefined);
       return { type: "stopped" };
     }
     // Calls the function started but did not await still finish and are journaled first.
@@ -267,6 +267,7 @@ export class FunctionExecutor extends RunSession {
       model: (request, options) => this.modelGate(request, options),
       tool: ((tool: AnyTool | string, input: Json) => this.toolGate(tool, input)) as DurableContext["tool"],
       step: (name, fn, options) => this.stepGate(name, fn, options),
+      modelStep: (name, fn, options) => this.modelStepGate(name, fn, options),
       now: () => self.valueGate("now", () => this.ctx.clock.now()) as number,
       random: () => self.valueGate("random", () => Math.random()) as number,
     };
@@ -387,6 +388,30 @@ export class FunctionExecutor extends RunSession {
         }
       },
     }) as Promise<T>;
+  }
+
+  private modelStepGate<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T> {
+    return this.gate<T>({
+      kind: "model",
+      name,
+      input: options.input,
+      startedData: {},
+      abortable: true,
+      idempotent: true,
+      effectInput: null,
+      live: async ({ signal, key }): Promise<LiveResult> => {
+        const ctx: StepContext = { runId: this.run.id, idempotencyKey: key, signal, fencingToken: this.run.epoch, resource: <R>(n: string) => this.resources.get(n) as R };
+        try {
+          const value = toJson(await fn(ctx), `the result of model call ${name}`);
+          const usage = options.usage(value as T);
+          return { type: "ok", value, ...(usage ? { usage: this.priced(name, usage) } : {}) };
+        } catch (error) {
+          if (signal.aborted) return { type: "aborted", reason: String(signal.reason ?? "aborted") };
+          const message = this.ctx.redact(errorMessage(error));
+          return { type: "pause", reason: `model_error: ${message}`, data: { error: "model_error", message } };
+        }
+      },
+    });
   }
 
   /** A call that ignores its signal is not waited for once the run is halted or the lease lost. */
