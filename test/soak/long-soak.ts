@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runSoak, type SoakStoreKind } from "./soak-campaign.js";
-import { describeViolation } from "./soak-checker.js";
+import { describeViolation, type SoakViolation } from "./soak-checker.js";
 
 const seconds = Number(process.env.SOAK_SECONDS ?? 180);
 const seed = Number(process.env.SOAK_SEED ?? 1);
@@ -27,7 +27,12 @@ for (const store of stores) {
       `${report.figures.effects} effects, ${report.figures.compensations} compensations, ${report.figures.commands} command rows ${JSON.stringify(report.figures.commandOutcomes)}, ` +
       `runs ended ${JSON.stringify(report.figures.byStatus)}, ${Math.round(report.durationMs / 1000)} s, violations: ${report.violations.length}`,
   );
-  for (const violation of report.violations.slice(0, 50)) console.error(`VIOLATION: ${describeViolation(violation)}`);
+  const byRule = new Map<string, SoakViolation[]>();
+  for (const violation of report.violations) byRule.set(violation.rule, [...(byRule.get(violation.rule) ?? []), violation]);
+  for (const [rule, found] of byRule) {
+    console.error(`${found.length} violations of ${rule}, the first:`);
+    for (const violation of found.slice(0, 10)) console.error(`VIOLATION: ${describeViolation(violation)}`);
+  }
   if (report.violations.length) {
     failed = true;
     console.error(`kept ${report.kept ?? dir} for inspection`);

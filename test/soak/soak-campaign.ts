@@ -30,6 +30,8 @@ export interface SoakOptions {
   steps?: [number, number];
   /** Commands in flight at once at most. Default 6. */
   parallelCommands?: number;
+  /** Keep the data for inspection when there are violations (default true). */
+  keepOnViolations?: boolean;
   log?: (line: string) => void;
 }
 
@@ -218,6 +220,6 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   checkLedger.close();
   ledger.close();
   violations.push(...check.violations);
-  const kept = await backend.finish(violations.length > 0);
+  const kept = await backend.finish(violations.length > 0 && options.keepOnViolations !== false);
   return { store: options.store, seed: options.seed, runs: runIds.length, issued, answers, figures: check.figures, violations, durationMs: Date.now() - started, ...(kept ? { kept } : {}) };
 }
