@@ -10,7 +10,18 @@ export { PriceTable, type ModelPrice } from "./engine/pricing.js";
 export * from "./engine/model.js";
 export { tool, type Tool, type AnyTool, type ToolDefinition, type ToolContext, type CompensationContext, type CheckResult } from "./engine/tool.js";
 export { resource, type ResourceDefinition, type ResourceContext, type AnyResource } from "./engine/resource.js";
-export { defineAgent, type AgentDefinition, type Action, type Outcome, type ApplyResult } from "./engine/agent.js";
+export { defineAgent, isFunctionAgent, type AgentDefinition, type AgentBase, type StepAgentDefinition, type Action, type Outcome, type ApplyResult } from "./engine/agent.js";
+export { durableAgent, type AgentContext, type DurableAgentOptions } from "./agents/durable-agent.js";
+export type { AiSdkGates } from "./models/ai-sdk-gates.js";
+export {
+  PauseSignal,
+  GateFailedError,
+  type DurableContext,
+  type FunctionAgentDefinition,
+  type ModelCallOptions,
+  type StepContext,
+  type StepOptions,
+} from "./engine/function-agent.js";
 export type { Budgets } from "./engine/budgets.js";
 export type * from "./engine/store.js";
 export { snapshotSchemaVersion } from "./engine/store.js";

@@ -107,11 +107,18 @@ export class InvalidInputError extends TetherError {
 }
 
 export class UnknownAgentError extends TetherError {
-  constructor(name: string, known: string[]) {
+  /**
+   * `source`: where the process that refused got its agents (`tether.config.ts`, an `--agents`
+   * module, the bundled examples), when it loaded them from a file rather than from code.
+   */
+  constructor(name: string, known: string[], source?: string) {
+    const knownList = known.join(", ") || "none";
     super(
       "unknown_agent",
-      `no agent named "${name}" is registered (known: ${known.join(", ") || "none"}). Register it with createTether({ agents: [...] }); for the CLI, export it from tether.config.ts or pass --agents <file>`,
-      { name, known },
+      source === undefined
+        ? `no agent named "${name}" is registered (known: ${knownList}). Register it with createTether({ agents: [...] }); for the CLI, export it from tether.config.ts or pass --agents <file>`
+        : `no agent named "${name}" is registered (known: ${knownList}; loaded from ${source}). Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>; tether serve loads agents when it starts`,
+      source === undefined ? { name, known } : { name, known, source },
     );
     this.name = "UnknownAgentError";
   }

@@ -1,20 +1,17 @@
-import type { Action, AgentDefinition, Outcome } from "./agent.js";
+import type { Action, Outcome, StepAgentDefinition } from "./agent.js";
 import { trippedBudget } from "./budgets.js";
 import type { EngineContext } from "./engine-context.js";
-import { LeaseLostError, SnapshotCorruptError, TetherError } from "./errors.js";
+import { TetherError } from "./errors.js";
 import { executeTool, streamModelCall, ToolAbortedError } from "./gate.js";
 import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { modelKey, type TetherModel } from "./model.js";
-import { ResourceHolder } from "./resources.js";
-import { restoreState, type SnapshotWriter } from "./snapshot.js";
-import type { AgentState } from "./state.js";
-import type { InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate, SteeringMessage } from "./store.js";
+import type { ResourceHolder } from "./resources.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord, SteeringMessage } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
-import { runCancellation } from "./compensation.js";
+import { RunSession } from "./run-session.js";
 import { planRecovery } from "./recovery.js";
-import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
 import { statusEntry } from "./status-entry.js";
 import { callEntry, partialText } from "./call-journal.js";
 import { approvalOf, approvalRequests, approvalRequired, mayNeedApproval, needsApproval, withoutApproval } from "./approval.js";
@@ -26,7 +23,6 @@ export { statusEntry } from "./status-entry.js";
 function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
 }
-
 
 /** The messages a person sent that the agent has not received yet. */
 export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
@@ -44,11 +40,8 @@ type CallInFlight = { kind: "model" } | { kind: "tool"; tool: AnyTool | undefine
  * Every call passes the gate: control is checked and `started` journaled before the call; its
  * outcome and the new snapshot are written in one transaction after it.
  */
-export class RunExecutor {
-  private run: RunRecord;
-  private state!: AgentState;
-  private writer!: SnapshotWriter;
-  readonly resources: ResourceHolder;
+export class RunExecutor extends RunSession {
+  declare protected readonly agent: StepAgentDefinition;
   private readonly tools: Map<string, AnyTool>;
   private callAbort: AbortController | null = null;
   private inFlight: CallInFlight | null = null;
@@ -56,74 +49,17 @@ export class RunExecutor {
   private chained: { action: Action & { type: "model" | "tool" }; inflight: InflightCall } | null = null;
   /** The run's resources are held: from then on the loop may start calls (and chain them). */
   private resourcesReady = false;
-  /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
-  private readonly stopAll = new AbortController();
-  private lastRenewal: number;
-  /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
-  private detached = false;
 
-  constructor(
-    private readonly ctx: EngineContext,
-    private readonly agent: AgentDefinition,
-    claimed: RunRecord,
-    /** Handles this process still holds for the run from an earlier executor (a resource kept over a pause). */
-    resources?: ResourceHolder,
-  ) {
-    this.run = claimed;
-    this.lastRenewal = ctx.clock.now();
-    this.resources = resources ?? new ResourceHolder(claimed.id, agent.resources ?? [], ctx.clock);
+  constructor(ctx: EngineContext, agent: StepAgentDefinition, claimed: RunRecord, resources?: ResourceHolder) {
+    super(ctx, agent, claimed, resources);
     this.tools = new Map((agent.tools ?? []).map((t) => [t.name, t]));
   }
 
-  get runId(): string {
-    return this.run.id;
+  protected abortCalls(reason: unknown): void {
+    this.callAbort?.abort(reason);
   }
 
-  get current(): RunRecord {
-    return this.run;
-  }
-
-  async execute(): Promise<void> {
-    try {
-      await this.loop(await this.load());
-    } catch (error) {
-      if (TetherError.isInstance(error) && error.code === "lease_lost") return;
-      await this.failUnexpectedly(error);
-    } finally {
-      this.callAbort?.abort(new LeaseLostError(this.run.id));
-    }
-  }
-
-  /** Stops executing here without changing the run: its lease lapses and any worker recovers it. */
-  detach(): void {
-    this.detached = true;
-    this.stopAll.abort("detached");
-    this.callAbort?.abort("detached");
-  }
-
-  /** Called with a newer record of the run (a control command from this process, or a poll). */
-  observe(fresh: RunRecord): void {
-    if (fresh.version <= this.run.version) return;
-    if (fresh.epoch !== this.run.epoch) {
-      this.stopAll.abort(new LeaseLostError(this.run.id));
-      this.callAbort?.abort(new LeaseLostError(this.run.id));
-      return;
-    }
-    this.adopt(fresh);
-  }
-
-  /**
-   * Takes a newer record as current. A control command may arrive in a record returned by this
-   * executor's own write (a progress note, a lease renewal), so every newer record is reacted to.
-   */
-  private adopt(fresh: RunRecord): void {
-    this.run = fresh;
-    this.ctx.bus.advanceTo(fresh.id, fresh.journalSeq);
-    this.ctx.bus.nudge(fresh.id);
-    this.react();
-  }
-
-  private react(): void {
+  protected react(): void {
     const { status } = this.run;
     const call = this.inFlight;
     if (status === "halted") {
@@ -138,89 +74,8 @@ export class RunExecutor {
     else if (!this.run.waitingFor && this.run.inflight) void this.markWaiting(call.kind, this.run.inflight).catch(() => undefined);
   }
 
-  private async markWaiting(kind: "model" | "tool", inflight: InflightCall): Promise<void> {
-    // Since the call started, as the run view reports before this lands: the timer never jumps back.
-    await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: inflight.startedAt } } });
-  }
-
-  /** A lease renewal is due a third of the way through the lease. */
-  private renewalDue(now: number): boolean {
-    return this.run.lease !== null && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted && !this.detached;
-  }
-
-  /** Called by the process's watcher: a run waiting in a long call keeps its lease. */
-  async renewLeaseIfDue(now: number): Promise<void> {
-    if (!this.renewalDue(now)) return;
-    try {
-      await this.write({});
-    } catch {
-      // A lost lease shows up as an epoch change and stops the run here.
-    }
-  }
-
-  /** Writes with this worker's fencing token; false when an expectation on status failed. */
-  private async write(update: Omit<RunUpdate, "runId">): Promise<boolean> {
-    if (this.detached) throw new LeaseLostError(this.run.id);
-    // Every write of a working run carries the lease on: only a run that writes nothing for a
-    // third of its lease needs a write of its own (see renewLeaseIfDue).
-    const now = this.ctx.clock.now();
-    let renewLease: RunUpdate["renewLease"];
-    if (this.renewalDue(now)) {
-      this.lastRenewal = now;
-      renewLease = { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
-    }
-    const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
-    if (!result.ok) {
-      if (result.run.epoch !== this.run.epoch) {
-        this.stopAll.abort(new LeaseLostError(this.run.id));
-        throw new LeaseLostError(this.run.id);
-      }
-      this.observe(result.run);
-      return false;
-    }
-    if (result.run.version > this.run.version) this.adopt(result.run);
-    this.ctx.bus.publishJournal(result.journal);
-    return true;
-  }
-
-  private now(): number {
-    return this.ctx.clock.now();
-  }
-
-  private leavingRunning(): RunPatch {
-    const since = this.run.runningSince;
-    return { runningSince: null, activeMs: this.run.activeMs + (since === null ? 0 : this.now() - since) };
-  }
-
-  /** Reads the latest snapshot; false if it is corrupt, and the run was set aside or can only be cancelled. */
-  private async load(): Promise<boolean> {
-    try {
-      const restored = restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
-      this.state = restored.state;
-      this.writer = restored.writer;
-      return true;
-    } catch (error) {
-      if (!(error instanceof SnapshotCorruptError)) throw error;
-      // Nothing is deleted. Compensation needs no agent state, so a cancel goes on; anything else
-      // waits, paused, for a person to look at the store.
-      const from = this.run.status;
-      const at = this.now();
-      if (from === "cancelling") {
-        await this.write({ journal: [{ type: "recovery", at, data: { problem: error.message } }] });
-        return false;
-      }
-      if (from !== "running" && from !== "pausing") return false;
-      await this.write({
-        expect: { status: [from] },
-        set: { status: "paused", statusReason: `snapshot_corrupt: ${error.message}`, lease: null, waitingFor: null, pauseMode: null, ...this.leavingRunning() },
-        journal: [...(from === "running" ? [statusEntry(at, from, "pausing", "snapshot_corrupt")] : []), statusEntry(at, "pausing", "paused", "snapshot_corrupt")],
-      });
-      return false;
-    }
-  }
-
   /** Runs steps while the run is running; without a readable state only a cancel or a pause can finish. */
-  private async loop(hasState: boolean): Promise<void> {
+  protected async drive(hasState: boolean): Promise<void> {
     if (hasState) await this.recover();
     for (;;) {
       const chained = this.chained;
@@ -270,7 +125,7 @@ export class RunExecutor {
       }
       const { repeats, tripped } = this.admission(action, this.run.usage, this.run.step);
       if (tripped) {
-        await this.requestPause(tripped, { type: "budget.tripped", at: this.now(), data: { reason: tripped } });
+        await this.requestPause(tripped, [{ type: "budget.tripped", at: this.now(), data: { reason: tripped } }]);
         continue;
       }
       let call: Action & { type: "model" | "tool" } = action;
@@ -363,14 +218,6 @@ export class RunExecutor {
       this.writer.commit();
       this.state = next;
     }
-  }
-
-  private async requestPause(reason: string, entry: JournalInput): Promise<boolean> {
-    return this.write({
-      expect: { status: ["running"] },
-      set: { status: "pausing", statusReason: reason, pauseMode: "immediate" },
-      journal: [entry, statusEntry(this.now(), "running", "pausing", reason)],
-    });
   }
 
   /** The gate: check control and journal `started` in one transaction, then run the call. */
@@ -730,94 +577,6 @@ export class RunExecutor {
     }
   }
 
-  private async acquireResources(): Promise<void> {
-    for await (const change of this.resources.acquireMissing(this.run.resources, this.stopAll.signal)) {
-      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
-    }
-  }
-
-  async releaseResources(forPause: boolean): Promise<{ released: string[]; failed: { name: string; error: string }[] }> {
-    const released: string[] = [];
-    const failed: { name: string; error: string }[] = [];
-    for await (const change of this.resources.release(this.run.resources, { forPause })) {
-      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
-      if (change.failed) failed.push(change.failed);
-      else released.push(String(change.journal.data.name));
-    }
-    return { released, failed };
-  }
-
-  private pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>> {
-    return settlePendingCommands(this.ctx.store, this.run.id, outcomes, this.now());
-  }
-
-  /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
-  private async finishPause(): Promise<boolean> {
-    await this.releaseResources(true);
-    const reason = this.run.statusReason;
-    const ok = await this.write({
-      expect: { status: ["pausing"] },
-      set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
-      journal: [statusEntry(this.now(), "pausing", "paused", reason)],
-      appliedCommands: await this.pendingCommands({ pause: "applied" }),
-    });
-    return ok;
-  }
-
-  private async leaveHalted(): Promise<void> {
-    await this.releaseResources(true);
-    await this.write({ set: { lease: null, waitingFor: null, ...this.leavingRunning() } });
-  }
-
-  private async complete(output: Json): Promise<boolean> {
-    await this.releaseResources(false);
-    return this.write({
-      expect: { status: ["running"] },
-      set: { status: "completed", output, lease: null, ...this.leavingRunning() },
-      journal: [statusEntry(this.now(), "running", "completed")],
-    });
-  }
-
-  private async fail(code: string, message: string): Promise<void> {
-    await this.releaseResources(false).catch(() => undefined);
-    const from = this.run.status;
-    if (from !== "running" && from !== "pausing") {
-      // A cancel (or a halt) is not failed by an error here: give up the lease so a worker
-      // takes the run again at once instead of after the lease runs out.
-      await this.write({ set: { lease: null }, journal: [{ type: "recovery", at: this.now(), data: { problem: message, status: from } }] });
-      return;
-    }
-    await this.write({
-      expect: { status: [from] },
-      set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },
-      journal: [statusEntry(this.now(), from, "failed", code, { message })],
-      appliedCommands: await this.pendingCommands({ pause: "superseded: failed" }),
-    });
-  }
-
-  private async failUnexpectedly(error: unknown): Promise<void> {
-    const message = errorMessage(error);
-    try {
-      await this.fail(TetherError.isInstance(error) ? error.code : "internal_error", message);
-    } catch {
-      // The store is unreachable: the lease expires and another worker recovers the run.
-    }
-  }
-
-  private async cancel(): Promise<void> {
-    await runCancellation({
-      ctx: this.ctx,
-      agent: this.agent,
-      runId: this.run.id,
-      current: () => this.run,
-      write: (update) => this.write(update),
-      releaseResources: () => this.releaseResources(false),
-      compensationResource: (name) => this.resources.peek(name),
-      leavingRunning: () => this.leavingRunning(),
-      pendingCommands: (outcomes) => this.pendingCommands(outcomes),
-      stopSignal: this.stopAll.signal,
-    });
-  }
 }
 
 const stopped = Symbol("stopped");

@@ -72,6 +72,12 @@ export interface RunRecord {
   snapshotSeq: number;
   snapshotAt: number;
   inflight: InflightCall | null;
+  /**
+   * Every call in flight, when an agent may make several at once (an async-function agent's
+   * gates awaited together); `inflight` is then the oldest of them, or the one a person must
+   * decide on. Absent on step-machine runs, whose one call is `inflight`.
+   */
+  inflightCalls?: InflightCall[];
   waitingFor: WaitingFor | null;
   resources: Record<string, HeldResource>;
   guard: {
@@ -120,6 +126,7 @@ export type RunPatch = Partial<
     | "activeMs"
     | "runningSince"
     | "inflight"
+    | "inflightCalls"
     | "waitingFor"
     | "resources"
     | "guard"
