@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { StepAgentDefinition } from "../engine/agent.js";
 import type { Runtime } from "../engine/runtime.js";
 import type { JournalEntry } from "../engine/store.js";
 import { tool, type AnyTool } from "../engine/tool.js";
@@ -129,6 +130,32 @@ describe("parallel tool calls in the tool loop", () => {
     }
     expect(peaks).toEqual({ "one-by-one": 1, pairs: 2 });
     expect(() => toolLoopAgent({ name: "bad", parallelToolCalls: 0 })).toThrow(/parallelToolCalls/);
+  });
+
+  it("an apply that throws fails the run: the other calls are aborted or journaled without being applied", async () => {
+    const slow = (name: string, abortable: boolean, ms: number) =>
+      tool({ name, description: name, input: z.object({ id: z.string() }), abortable, execute: async (_input, { signal }) => (await sleep(ms, abortable ? signal : undefined), name) });
+    const base = toolLoopAgent({ name: "brittle", model: fanOutModel(["a", "b", "c"]), tools: [slow("a", true, 60_000), slow("b", false, 0), slow("c", false, 50)] }) as StepAgentDefinition;
+    const agent: StepAgentDefinition = {
+      ...base,
+      apply: (state, action, outcome) => {
+        if (action.type === "tool" && action.toolName === "b") throw new Error("cannot fold in b");
+        return base.apply(state, action, outcome);
+      },
+    };
+    h = harness([agent]);
+    const run = await h.runtime.start("brittle", "go");
+    const failed = await h.runtime.waitFor(run.id, ["failed", "completed", "paused"]);
+    expect(failed).toMatchObject({ status: "failed", error: { code: "agent_error", message: expect.stringContaining("cannot fold in b") } });
+    const settled = await waitUntil(async () => {
+      const r = await h!.runtime.get(run.id);
+      return (r.inflightCalls ?? []).length === 0 && r;
+    }, { what: "no call left in flight" });
+    expect(settled.inflight).toBeNull();
+    const journal = await journalOf(h.runtime, run.id);
+    expect(calls(journal, "call.aborted")).toEqual([[2, "a"]]);
+    expect(journal.find((e) => e.type === "call.completed" && e.callSeq === 4)?.data).toMatchObject({ name: "c", notApplied: "run_failed" });
+    expect((await h.runtime.state(run.id)).messages.filter((m) => m.role === "tool")).toEqual([]);
   });
 
   describe("pause with all three in flight", () => {

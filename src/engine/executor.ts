@@ -220,7 +220,15 @@ export class RunExecutor extends RunSession {
   /** Performs calls whose `started` is journaled: one, or several at once, each outcome committed as it comes. */
   private async performAll(calls: Started[]): Promise<void> {
     if (calls.length === 1) return this.perform(calls[0].action, calls[0].inflight);
-    const settled = await Promise.allSettled(calls.map((call) => this.perform(call.action, call.inflight)));
+    const settled = await Promise.allSettled(
+      calls.map((call) =>
+        this.perform(call.action, call.inflight).catch((error: unknown) => {
+          // The run cannot go on here (a lost lease, a store error): the other calls stop too.
+          this.abortCalls(error);
+          throw error;
+        }),
+      ),
+    );
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
     if (failed) throw failed.reason;
   }
@@ -552,11 +560,23 @@ export class RunExecutor extends RunSession {
   }
 
   private async commitNow(action: Action, inflight: InflightCall, outcome: Outcome, usage: Usage | undefined, extra: JournalInput[], chain: boolean, patch: RunPatch): Promise<void> {
+    if (this.run.status === "failed") {
+      // A call of the same turn failed the run (its `apply` threw): this one's end is journaled, the state stays as the run failed.
+      const failed = outcome.type === "tool" && !outcome.ok;
+      await this.write({
+        set: this.callsLeft(inflight.callSeq),
+        journal: [...extra, callEntry(failed ? "call.failed" : "call.completed", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, durationMs: this.now() - inflight.startedAt, result: outcomeJson(outcome), notApplied: "run_failed" })],
+      });
+      return;
+    }
     let recordedIn: number | undefined;
     try {
       const applied = this.agent.apply(this.state, action, outcome);
       recordedIn = applied ? applied.recordedInMessage : undefined;
     } catch (error) {
+      this.abortCalls("failed");
+      // The other calls of its turn end on their own (journaled, not applied); this one is no longer in flight.
+      if (this.run.inflightCalls?.length) await this.write({ set: this.callsLeft(inflight.callSeq) });
       return this.fail("agent_error", `agent ${this.agent.name} failed in apply(): ${errorMessage(error)}`);
     }
     const at = this.now();
