@@ -26,7 +26,7 @@ export type { Budgets } from "./engine/budgets.js";
 export type * from "./engine/store.js";
 export { snapshotSchemaVersion } from "./engine/store.js";
 export { eventId, type RunEvent, EventBus } from "./engine/events.js";
-export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ControlOptions, type CancelPreview } from "./engine/runtime.js";
+export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ForkOptions, type ControlOptions, type CancelPreview } from "./engine/runtime.js";
 export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.js";
 export { SqliteStore, type SqliteStoreOptions, type SqliteStoreConstructor } from "./sqlite-store-types.js";
 export { optionalPeers } from "./engine/optional-import.js";

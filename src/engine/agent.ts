@@ -44,6 +44,12 @@ export interface AgentBase {
   staleAfterMs?: number;
   /** Refresh a stale state instead of refusing; return the refreshed state. */
   onStale?(state: AgentState, reasons: string[]): Promise<AgentState> | AgentState;
+  /**
+   * Versions of this agent whose paused runs this version may continue: exact versions (`"1.2.0"`)
+   * or patterns (`"1.x"`, `"1.2.x"`). A run started under any other version is refused with
+   * `version_mismatch` (fork it onto this version instead). Default: only its own version.
+   */
+  compatibleWith?: readonly string[];
   init(input: Json): AgentState;
 }
 

@@ -11,12 +11,16 @@ import {
   RunHaltedError,
   StaleSnapshotError,
   UncertainEffectError,
+  VersionMismatchError,
 } from "./errors.js";
 import type { Json } from "./json.js";
 import { restoreState } from "./snapshot.js";
+import { cloneState } from "./state.js";
 import { staleReasons } from "./stale-check.js";
 import { statusEntry } from "./status-entry.js";
 import type { JournalInput, RunRecord } from "./store.js";
+import { describeRefresh } from "./stale-check.js";
+import { versionCompatible } from "./version-pin.js";
 
 export interface ResumeOptions extends ControlOptions {
   message?: string;
@@ -65,15 +69,18 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     const awaiting = undecided(current);
     if (awaiting.length) return { refuse: new ApprovalPendingError(runId, awaiting.map((a) => ({ callSeq: a.callSeq, tool: a.tool }))) };
     const agent = ctx.agents.get(current.agent);
+    // Old state never runs through new code unless the agent says the change is compatible.
+    if (agent && !versionCompatible(agent, current.agentVersion)) return { refuse: new VersionMismatchError(runId, agent.name, current.agentVersion, agent.version) };
     const stored = await ctx.store.loadState(runId);
     let { state, writer } = restoreState(runId, stored);
     const journal: JournalInput[] = [];
-    if (!options.force) {
+    if (!options.force && agent) {
       const reasons = await staleReasons(ctx, current, agent, now);
       if (reasons.length) {
-        if (!agent?.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
+        if (!agent.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
+        const before = cloneState(state);
         state = await agent.onStale(state, reasons);
-        journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons } });
+        journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons, changed: describeRefresh(before, state) } });
       }
     }
     const edits = editState(agent, state, command.actor, { message: options.message, patch: options.patch }, now);
@@ -94,6 +101,8 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           statusReason: null,
           lease: null,
           runningSince: now,
+          // Without the agent's code here the stale check (and version check) cannot run: the worker that claims the run runs them first.
+          uncheckedResume: !agent && !options.force ? { actor: command.actor, at: now } : null,
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
