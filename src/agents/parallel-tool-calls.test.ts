@@ -132,6 +132,20 @@ describe("parallel tool calls in the tool loop", () => {
     expect(() => toolLoopAgent({ name: "bad", parallelToolCalls: 0 })).toThrow(/parallelToolCalls/);
   });
 
+  it("checks budgets for each call: a turn that would pass maxSteps starts only the calls within it", async () => {
+    const ran: string[] = [];
+    const named = (name: string) => tool({ name, description: name, input: z.object({ id: z.string() }), execute: () => (ran.push(name), name) });
+    h = harness([toolLoopAgent({ name: "budgeted", model: fanOutModel(["a", "b", "c"]), tools: [named("a"), named("b"), named("c")], budgets: { maxSteps: 3 } })]);
+    const run = await h.runtime.start("budgeted", "go");
+    const paused = await h.runtime.waitFor(run.id, ["paused", "completed", "failed"]);
+    // Step 1 is the model call; a and b take steps 2 and 3; c would be the fourth.
+    expect(paused).toMatchObject({ status: "paused", statusReason: expect.stringMatching(/^budget_steps/) });
+    expect(ran.sort()).toEqual(["a", "b"]);
+    await h.runtime.resume(run.id, { budgets: { maxSteps: 10 } });
+    expect(await h.runtime.waitFor(run.id, ["paused", "completed", "failed"])).toMatchObject({ status: "completed", output: "summary" });
+    expect(ran.sort()).toEqual(["a", "b", "c"]);
+  });
+
   it("an apply that throws fails the run: the other calls are aborted or journaled without being applied", async () => {
     const slow = (name: string, abortable: boolean, ms: number) =>
       tool({ name, description: name, input: z.object({ id: z.string() }), abortable, execute: async (_input, { signal }) => (await sleep(ms, abortable ? signal : undefined), name) });
