@@ -69,8 +69,6 @@ export interface StepOptions<T> {
   check?(idempotencyKey: string): Promise<CheckResult<T>> | CheckResult<T>;
   /** Honours its signal: an immediate pause or cancel stops it mid-way (and it runs again on resume). */
   abortable?: boolean;
-  /** Is the world still as this step left it? A reason string makes a resume after `staleAfterMs` refuse. */
-  revalidate?(result: T): Promise<true | string> | true | string;
   /** What the step depends on; compared with the journal on replay. Default: the name alone. */
   input?: Json;
 }

@@ -65,19 +65,21 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     const awaiting = undecided(current);
     if (awaiting.length) return { refuse: new ApprovalPendingError(runId, awaiting.map((a) => ({ callSeq: a.callSeq, tool: a.tool }))) };
     const agent = ctx.agents.get(current.agent);
-    const stored = await ctx.store.loadState(runId);
-    let { state, writer } = restoreState(runId, stored);
+    // The state is read only when this command changes it: a plain resume costs the same at any length.
+    const load = async () => restoreState(runId, await ctx.store.loadState(runId));
+    let restored = options.message !== undefined || options.patch !== undefined ? await load() : undefined;
     const journal: JournalInput[] = [];
     if (!options.force) {
       const reasons = await staleReasons(ctx, current, agent, now);
       if (reasons.length) {
         if (!agent?.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
-        state = await agent.onStale(state, reasons);
+        restored ??= await load();
+        restored.state = await agent.onStale(restored.state, reasons);
         journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons } });
       }
     }
-    const edits = editState(agent, state, command.actor, { message: options.message, patch: options.patch }, now);
-    journal.push(...edits.journal);
+    const edits = restored ? editState(agent, restored.state, command.actor, { message: options.message, patch: options.patch }, now) : undefined;
+    if (edits) journal.push(...edits.journal);
     if (options.resolve && !current.inflight?.uncertain) {
       return { refuse: new InvalidInputError(`run ${runId} has no uncertain effect to resolve`) };
     }
@@ -102,7 +104,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
             : {}),
         },
         journal: [...journal, statusEntry(now, "paused", "running", options.reason ?? null, { actor: command.actor })],
-        ...(changed ? { snapshot: writer.prepare(edits.state, current.step, now) } : {}),
+        ...(changed && restored && edits ? { snapshot: restored.writer.prepare(edits.state, current.step, now) } : {}),
       },
       applied: true,
     };
