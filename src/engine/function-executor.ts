@@ -87,12 +87,15 @@ export class FunctionExecutor extends RunSession {
   /** The position the next gate takes: gates are numbered in the order the function calls them. */
   private position = 0;
   private readonly live = new Map<number, LiveCall>();
+  /** Gates entered and not yet settled: replaying, recovering, starting, in flight or committing. */
+  private activeGates = 0;
   private idleWaiters: (() => void)[] = [];
   /** Why gates refuse from now on; set once the run stops executing here. */
   private stopReason: string | null = null;
   private onStop: (() => void) | null = null;
   /** The function called a gate after it was told to stop (it caught `PauseSignal` and went on). */
   private swallowed = false;
+  private stoppingNow = false;
   /** Replaying only to learn the compensations of completed steps, for a cancel. */
   private collecting = false;
   private readonly compensators = new Map<number, Compensator>();
@@ -197,8 +200,20 @@ export class FunctionExecutor extends RunSession {
   }
 
   private stopWith(reason: string): void {
-    if (this.stopReason === null) this.stopReason = reason;
+    if (this.stopReason === null) {
+      this.stopReason = reason;
+      // Gates the function calls in the same synchronous stretch (the rest of a `Promise.all`) are
+      // refused without blame; one called later comes from code that caught the signal.
+      this.stoppingNow = true;
+      queueMicrotask(() => (this.stoppingNow = false));
+    }
     this.onStop?.();
+  }
+
+  /** A gate called after the stop: refused, and noted if the function went on after catching the signal. */
+  private refuseLate(): PauseSignal {
+    if (!this.stoppingNow) this.swallowed = true;
+    return this.refusal();
   }
 
   private refusal(): PauseSignal {
@@ -206,7 +221,7 @@ export class FunctionExecutor extends RunSession {
   }
 
   private untilIdle(): Promise<void> {
-    if (this.live.size === 0) return Promise.resolve();
+    if (this.activeGates === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -277,8 +292,7 @@ export class FunctionExecutor extends RunSession {
   private valueGate(kind: "now" | "random", take: () => Json): Json {
     const seq = ++this.position;
     if (this.stopReason !== null && !this.collecting) {
-      this.swallowed = true;
-      throw this.refusal();
+      throw this.refuseLate();
     }
     const recorded = this.log.get(seq);
     if (recorded) {
@@ -454,9 +468,17 @@ export class FunctionExecutor extends RunSession {
   private async gate<T>(call: GateCall): Promise<T> {
     const seq = ++this.position;
     if (this.stopReason !== null && !this.collecting) {
-      this.swallowed = true;
-      throw this.refusal();
+      throw this.refuseLate();
     }
+    this.activeGates++;
+    try {
+      return await this.pass<T>(call, seq);
+    } finally {
+      if (--this.activeGates === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
+  }
+
+  private async pass<T>(call: GateCall, seq: number): Promise<T> {
     const hash = inputHash(call.input);
     const recorded = this.log.get(seq);
     if (recorded) {
@@ -497,7 +519,7 @@ export class FunctionExecutor extends RunSession {
   private async recover(call: GateCall, earlier: InflightCall, key: string): Promise<{ type: "result"; result: LiveResult; journal: JournalInput[] } | { type: "live"; journal: JournalInput[] }> {
     const at = this.now();
     const note = (decision: string): JournalInput => ({ type: "recovery", at, callSeq: earlier.callSeq, data: { decision, name: earlier.name } });
-    const resolution = this.run.inflight?.callSeq === earlier.callSeq ? this.run.inflight.resolution : undefined;
+    const resolution = earlier.resolution ?? (this.run.inflight?.callSeq === earlier.callSeq ? this.run.inflight.resolution : undefined);
     if (resolution) {
       const resolved: JournalInput = { type: "call.resolved", at, callSeq: earlier.callSeq, data: { decision: resolution.action, actor: resolution.actor } };
       if (resolution.action === "retry") return { type: "live", journal: [resolved] };
@@ -525,7 +547,14 @@ export class FunctionExecutor extends RunSession {
     await this.serial(() =>
       this.write({
         expect: { status: ["running"] },
-        set: { inflight: { ...earlier, uncertain: true }, status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" },
+        // The call a person decides on next; a decision already made on another call stays with that call.
+        set: {
+          inflight: { ...earlier, uncertain: true },
+          inflightCalls: (this.run.inflightCalls ?? []).map((c) => (c.callSeq === earlier.callSeq ? { ...c, uncertain: true } : c)),
+          status: "pausing",
+          statusReason: "uncertain_effect",
+          pauseMode: "immediate",
+        },
         journal: [...journal, callEntry("call.uncertain", at, earlier.callSeq, { kind: earlier.kind, name: earlier.name, reason }), statusEntry(at, "running", "pausing", "uncertain_effect")],
       }),
     );
@@ -622,7 +651,6 @@ export class FunctionExecutor extends RunSession {
 
   private settled(seq: number): void {
     this.live.delete(seq);
-    if (this.live.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   /** The call's outcome, its record in the snapshot and the usage, in one transaction; then what the function sees. */

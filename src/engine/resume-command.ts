@@ -16,7 +16,7 @@ import type { Json } from "./json.js";
 import { restoreState } from "./snapshot.js";
 import { staleReasons } from "./stale-check.js";
 import { statusEntry } from "./status-entry.js";
-import type { JournalInput, RunRecord } from "./store.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
 
 export interface ResumeOptions extends ControlOptions {
   message?: string;
@@ -99,9 +99,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
-          ...(options.resolve && current.inflight
-            ? { inflight: { ...current.inflight, resolution: { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor } } }
-            : {}),
+          ...(options.resolve && current.inflight ? resolvedCalls(current, { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor }) : {}),
         },
         journal: [...journal, statusEntry(now, "paused", "running", options.reason ?? null, { actor: command.actor })],
         ...(changed && restored && edits ? { snapshot: restored.writer.prepare(edits.state, current.step, now) } : {}),
@@ -111,4 +109,13 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
   });
   if (run.status === "running" && host.claims()) host.claimSoon(run);
   return run;
+}
+
+/** The decision goes on the uncertain call, and on its entry among the calls in flight (several may wait in turn). */
+function resolvedCalls(run: RunRecord, resolution: NonNullable<InflightCall["resolution"]>): RunPatch {
+  const inflight = { ...run.inflight!, resolution };
+  return {
+    inflight,
+    ...(run.inflightCalls ? { inflightCalls: run.inflightCalls.map((c) => (c.callSeq === inflight.callSeq ? { ...c, resolution } : c)) } : {}),
+  };
 }
