@@ -23,6 +23,13 @@ export interface ToolLoopAgentOptions {
   vars?: z.ZodType<unknown>;
   /** Extra vars of a new run. */
   initialVars?: (input: { prompt: string }) => Record<string, Json>;
+  /**
+   * Run the tool calls of one model turn at once: `true` (the default) runs up to 8 in flight,
+   * a number sets that limit, `false` runs them one after another. Each call is journaled and
+   * committed on its own as it finishes; pause aborts every abortable call in flight and waits
+   * for the others. A tool that may need approval never starts alongside others.
+   */
+  parallelToolCalls?: boolean | number;
 }
 
 export const toolLoopInput = z.union([z.string().min(1), z.object({ prompt: z.string().min(1) }).strict()]);
@@ -76,12 +83,17 @@ export function modelTurns(messages: readonly Message[]): number {
 /**
  * The built-in tool-calling loop: model → tool calls → model … until the model answers
  * without calling a tool, or `maxTurns` is reached. Each model call and each tool call is one
- * step, journaled and snapshotted on its own.
+ * step, journaled and snapshotted on its own; the tool calls of one turn run at once
+ * (`parallelToolCalls`), their results appended in the order they finish.
  */
 export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
   const tools = options.tools ?? [];
   const specs: ToolSpec[] = tools.map((t) => t.spec);
   const maxTurns = options.maxTurns ?? 20;
+  const parallel = options.parallelToolCalls ?? true;
+  if (typeof parallel === "number" && (!Number.isInteger(parallel) || parallel < 1)) {
+    throw new TypeError(`toolLoopAgent ${options.name}: parallelToolCalls must be true, false or a whole number of calls at least 1 (got ${parallel})`);
+  }
   return defineAgent({
     name: options.name,
     version: options.version ?? "1",
@@ -94,6 +106,7 @@ export function toolLoopAgent(options: ToolLoopAgentOptions): AgentDefinition {
     onStale: options.onStale,
     vars: options.vars,
     input: toolLoopInput as unknown as z.ZodType<Json>,
+    parallelToolCalls: parallel,
     init(input: Json): AgentState {
       const prompt = promptOf(input);
       const messages: Message[] = [];

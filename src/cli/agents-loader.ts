@@ -12,6 +12,8 @@ export interface LoadedAgents {
   models?: ModelSource;
   /** Where the agents came from, for the startup banner. */
   source: string;
+  /** The same in full, for the error a start of an unknown agent gets: the file, or why none was loaded. */
+  origin?: string;
   /** A sample task per agent name (the bundled examples' `exampleTasks`). */
   tasks?: Record<string, string>;
 }
@@ -85,11 +87,12 @@ export async function loadAgents(options: { cwd: string; module?: string; dataDi
   if (options.module) {
     const path = resolve(options.cwd, options.module);
     if (!existsSync(path)) throw new UsageError(`--agents ${options.module}: no such file (${path})`);
-    return { ...agentsFromModule(await importModule(path), options.module), source: options.module };
+    return { ...agentsFromModule(await importModule(path), options.module), source: options.module, origin: `--agents ${path}` };
   }
   for (const name of configFileNames) {
     const path = resolve(options.cwd, name);
-    if (existsSync(path)) return { ...agentsFromModule(await importModule(path), name), source: name };
+    if (existsSync(path)) return { ...agentsFromModule(await importModule(path), name), source: name, origin: path };
   }
-  return loadBundledAgents({ dataDir: options.dataDir });
+  const bundled = await loadBundledAgents({ dataDir: options.dataDir });
+  return { ...bundled, origin: `the bundled examples, as no --agents <file> was given and ${options.cwd} has no tether.config.ts` };
 }

@@ -102,6 +102,12 @@ export interface RunRecord {
    * before approvals existed.
    */
   approvals?: ApprovalRequest[];
+  /**
+   * Set when a process without the agent's code resumed the run (or decided its last approval):
+   * it could not run the stale check, so the worker that claims the run runs it (and `onStale`)
+   * before the first call. Absent or null otherwise.
+   */
+  uncheckedResume?: { actor: string; at: number } | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -135,6 +141,7 @@ export type RunPatch = Partial<
     | "lease"
     | "steering"
     | "approvals"
+    | "uncheckedResume"
   >
 >;
 
