@@ -132,6 +132,29 @@ describe("parallel tool calls in the tool loop", () => {
     expect(() => toolLoopAgent({ name: "bad", parallelToolCalls: 0 })).toThrow(/parallelToolCalls/);
   });
 
+  it("keeps results in the order they finished, and shows the model them in the order it asked", async () => {
+    const seen: string[][] = [];
+    const model = new SimulatedModel({
+      tokensPerSecond: Number.POSITIVE_INFINITY,
+      script: ({ turn, lastToolResults }) => {
+        if (turn === 0) return { text: "searching", toolCalls: ["a", "b", "c"].map((toolName, i) => ({ toolName, input: { id: `q${i}` } })) };
+        seen.push(lastToolResults.map((m) => m.toolName));
+        return { text: "summary" };
+      },
+    });
+    const journaled = async (runId: string, name: string) => {
+      while (!(await journalOf(h!.runtime, runId)).some((e) => e.type === "call.completed" && e.data.name === name)) await sleep(5);
+    };
+    // c finishes first, then b, then a: each waits until the one after it is journaled.
+    const ordered = (name: string, after?: string) =>
+      tool({ name, description: name, input: z.object({ id: z.string() }), execute: async (_input, { runId }) => (after ? await journaled(runId, after) : undefined, name) });
+    h = harness([toolLoopAgent({ name: "ordered", model, tools: [ordered("a", "b"), ordered("b", "c"), ordered("c")] })]);
+    const run = await h.runtime.start("ordered", "go");
+    expect(await h.runtime.waitFor(run.id, ["paused", "completed", "failed"])).toMatchObject({ status: "completed" });
+    expect((await h.runtime.state(run.id)).messages.filter((m) => m.role === "tool").map((m) => m.role === "tool" && m.toolName)).toEqual(["c", "b", "a"]);
+    expect(seen).toEqual([["a", "b", "c"]]);
+  });
+
   it("checks budgets for each call: a turn that would pass maxSteps starts only the calls within it", async () => {
     const ran: string[] = [];
     const named = (name: string) => tool({ name, description: name, input: z.object({ id: z.string() }), execute: () => (ran.push(name), name) });
