@@ -93,6 +93,11 @@ export interface DurableContext {
    * after a crash, its `usage` counted against the run's budgets and priced.
    */
   modelStep<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T>;
+  /**
+   * The messages people sent to the run (`say`, `tether say`, `POST /runs/:id/messages`) since the
+   * last call, oldest first; delivered once, and journaled, so replay returns the same ones.
+   */
+  messages(): Promise<{ text: string; author: string }[]>;
   /** The time, journaled: the same value on replay. */
   now(): number;
   /** A number in [0, 1), journaled: the same value on replay. */

@@ -13,6 +13,7 @@ import { divergence, gateMessage, inputHash, ReplayLog, type GateKind, type Gate
 import type { ResourceHolder } from "./resources.js";
 import { RunSession, type Compensator } from "./run-session.js";
 import { statusEntry } from "./status-entry.js";
+import { undeliveredSteering } from "./steering.js";
 import type { EffectRecord, EffectWrite, InflightCall, JournalInput, RunPatch, RunRecord, SnapshotWrite } from "./store.js";
 import type { AnyTool, CheckResult, Tool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
@@ -48,6 +49,8 @@ interface GateCall {
   /** An effect worth undoing: what compensation receives as the input. */
   effectInput: Json;
   tool?: AnyTool;
+  /** What else the outcome's transaction writes (a delivery of messages). */
+  onCommit?(run: RunRecord, value: Json, at: number): { set: RunPatch; journal: JournalInput[] };
   live(call: { signal: AbortSignal; key: string; seq: number; input: Json | undefined }): Promise<LiveResult>;
 }
 
@@ -283,6 +286,7 @@ export class FunctionExecutor extends RunSession {
       tool: ((tool: AnyTool | string, input: Json) => this.toolGate(tool, input)) as DurableContext["tool"],
       step: (name, fn, options) => this.stepGate(name, fn, options),
       modelStep: (name, fn, options) => this.modelStepGate(name, fn, options),
+      messages: () => this.messagesGate(),
       now: () => self.valueGate("now", () => this.ctx.clock.now()) as number,
       random: () => self.valueGate("random", () => Math.random()) as number,
     };
@@ -402,6 +406,28 @@ export class FunctionExecutor extends RunSession {
         }
       },
     }) as Promise<T>;
+  }
+
+  /** The messages people sent since the last delivery: journaled as `message.delivered`, and as a gate result for replay. */
+  private messagesGate(): Promise<{ text: string; author: string }[]> {
+    return this.gate({
+      kind: "step",
+      name: "messages",
+      input: undefined,
+      startedData: {},
+      abortable: false,
+      idempotent: true,
+      effectInput: null,
+      live: async () => ({ type: "ok", value: undeliveredSteering(this.run).map((m) => ({ id: m.id, text: m.text, author: m.actor })) }),
+      onCommit: (run, value, at) => {
+        const delivered = value as { id: string; text: string; author: string }[];
+        const queue = run.steering ?? { messages: [], delivered: 0 };
+        return {
+          set: delivered.length ? { steering: { ...queue, delivered: queue.delivered + delivered.length } } : {},
+          journal: delivered.map((m) => ({ type: "message.delivered", at, data: { id: m.id, actor: m.author, text: m.text } })),
+        };
+      },
+    });
   }
 
   private modelStepGate<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T> {
@@ -691,11 +717,13 @@ export class FunctionExecutor extends RunSession {
       const snapshot = this.writer.prepare(this.state, step, at);
       const effect: EffectWrite[] =
         call.compensate && result.type === "ok" ? [{ callSeq: seq, tool: call.name, input: call.effectInput, result: result.value, state: "done", attempts: 0, error: null, updatedAt: at }] : [];
+      const extraWrite = result.type === "ok" && call.onCommit ? call.onCommit(this.run, result.value, at) : { set: {}, journal: [] };
       const approvals = call.kind === "tool" ? withoutApproval(this.run, { type: "tool", toolCallId: `gate:${seq}`, toolName: call.name, input: call.input ?? null }) : undefined;
       const ok = await this.write({
-        set: { ...callsLeft, ...usagePatch, step, ...(approvals ? { approvals } : {}) },
+        set: { ...callsLeft, ...usagePatch, step, ...(approvals ? { approvals } : {}), ...extraWrite.set },
         journal: [
           ...extra,
+          ...extraWrite.journal,
           callEntry(result.type === "ok" ? "call.completed" : "call.failed", at, seq, {
             kind: call.kind,
             name: call.name,
