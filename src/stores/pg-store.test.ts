@@ -57,6 +57,40 @@ describe("PostgresStore", () => {
     }
   });
 
+  it("tells other connections' watchers of a control command written under the executing worker's epoch, not of that worker's own writes", async () => {
+    const db = tempPostgres();
+    try {
+      const [worker, control] = [await db.open().open(), await db.open().open()];
+      await worker.createRun(
+        { id: "run_1", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1 },
+        SnapshotWriter.forNewRun({ messages: [], vars: {} }, 1, 0).write,
+        [{ type: "run.created", at: 1, data: {} }],
+      );
+      const claimed = await worker.update({ runId: "run_1", claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 2, data: {} }] });
+      const epoch = claimed.run.epoch;
+      const heard: string[] = [];
+      let hear: () => void = () => undefined;
+      const stop = await worker.watchRuns((runId) => {
+        heard.push(runId);
+        hear();
+      });
+      const next = () => new Promise<void>((resolve) => (hear = resolve));
+      // The worker's own step: fenced by its epoch, no command. Then a pause from elsewhere, as
+      // the runtime writes it: expecting the status and epoch it was decided on, with its command.
+      await worker.update({ runId: "run_1", expect: { epoch }, set: { step: 1 }, journal: [{ type: "status", at: 3, data: {} }] });
+      const notified = next();
+      const command = { id: "cmd_1", runId: "run_1", type: "pause" as const, actor: "ops", reason: null, payload: {}, createdAt: 4, appliedAt: null, outcome: null };
+      const paused = await control.update({ runId: "run_1", expect: { status: ["running"], epoch }, set: { status: "pausing" }, journal: [{ type: "control", at: 4, data: {} }], insertCommand: command });
+      expect(paused.ok).toBe(true);
+      await notified;
+      expect(heard).toEqual(["run_1"]);
+      expect((await worker.getRuns(["run_1", "run_missing"])).map((r) => [r.id, r.status, r.version])).toEqual([["run_1", "pausing", paused.run.version]]);
+      stop();
+    } finally {
+      await db.cleanup();
+    }
+  });
+
   it("claims with SKIP LOCKED: two workers claiming at once get different runs, each claimed once", async () => {
     const db = tempPostgres();
     try {
