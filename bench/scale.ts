@@ -407,7 +407,9 @@ async function main(): Promise<void> {
   }
   if (!skip.has("concurrency")) {
     console.log(`One worker, ${concurrentRuns} concurrent tool-loop runs:`);
-    results.concurrency = [await concurrency("sqlite"), await concurrency("postgres")];
+    const rows = [];
+    for (const kind of (process.env.SCALE_STORES ?? "sqlite,postgres").split(",") as ("sqlite" | "postgres")[]) rows.push(await concurrency(kind));
+    results.concurrency = rows;
   }
   if (!skip.has("cluster")) {
     console.log(`Worker processes on one PostgreSQL schema, ${clusterRuns} runs:`);

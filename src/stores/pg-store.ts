@@ -23,7 +23,7 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
-import { migrate, quoteIdentifier } from "./pg-schema.js";
+import { migrate, quoteIdentifier, updatedBucket } from "./pg-schema.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
 export interface PostgresStoreOptions {
@@ -78,6 +78,7 @@ export class PostgresStore implements Store {
   private readonly s: string;
   private readonly channel: string;
   private readonly cache = new Map<string, CachedRun>();
+  private renewals: Renewal[] = [];
   private readonly mainSize: number;
   private mainBusy = 0;
   private readonly mainQueue: { resolve: (turn: boolean) => void; stale: Stale | undefined }[] = [];
@@ -124,10 +125,10 @@ export class PostgresStore implements Store {
    * sent: checked when its turn for the main pool comes, and at once when a newer row of run
    * `stale.runId` is read meanwhile (a notified pause).
    */
-  private async queryUnless<R extends pg.QueryResultRow>(stale: Stale | undefined, sql: string, params: unknown[], via?: pg.PoolClient | pg.Pool): Promise<pg.QueryResult<R> | undefined> {
+  private async queryUnless<R extends pg.QueryResultRow>(stale: Stale | undefined, sql: string, params: unknown[], via?: pg.PoolClient | pg.Pool, first = false): Promise<pg.QueryResult<R> | undefined> {
     await this.ready;
     const main = via === undefined;
-    if (main && !(await this.mainTurn(stale))) return undefined;
+    if (main && !(await this.mainTurn(stale, first))) return undefined;
     try {
       return await (via ?? this.pool).query<R>({ name: statementName(sql), text: sql, values: params });
     } catch (error) {
@@ -143,13 +144,13 @@ export class PostgresStore implements Store {
    * `stale` turned true first. The queue is this store's rather than the pool's so that a write
    * of a run paused while its step waited here is dropped, not sent to fail.
    */
-  private mainTurn(stale?: Stale): Promise<boolean> {
+  private mainTurn(stale?: Stale, first = false): Promise<boolean> {
     if (stale?.check()) return Promise.resolve(false);
     if (this.mainBusy < this.mainSize) {
       this.mainBusy += 1;
       return Promise.resolve(true);
     }
-    return new Promise((resolve) => this.mainQueue.push({ resolve, stale }));
+    return new Promise((resolve) => (first ? this.mainQueue.unshift({ resolve, stale }) : this.mainQueue.push({ resolve, stale })));
   }
 
   private mainDone(): void {
@@ -183,8 +184,10 @@ export class PostgresStore implements Store {
     const record = newRunRecord(run);
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc];
-    const ctes = [`upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9) RETURNING id)`];
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt)];
+    const ctes = [
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10) RETURNING id)`,
+    ];
     ctes.push(...this.childWrites(params, plan, {}));
     await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);
     this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq, status: plan.record.status });
@@ -253,7 +256,9 @@ export class PostgresStore implements Store {
     }
     if (filter.updatedAfter !== undefined) {
       params.push(filter.updatedAfter);
-      where.push(`updated_at > $${params.length}`);
+      // The indexed bucket narrows to a superset (it is the time rounded up); the time itself decides.
+      params.push(updatedBucket(filter.updatedAfter));
+      where.push(`updated_bucket >= $${params.length} AND updated_at > $${params.length - 1}`);
     }
     params.push(filter.limit ?? 100);
     const sql = `SELECT doc FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
@@ -283,6 +288,65 @@ export class PostgresStore implements Store {
   }
 
   private async updateNow(update: RunUpdate): Promise<UpdateResult> {
+    if (renewalOnly(update) && this.cache.has(update.runId)) return new Promise((resolve, reject) => this.renewSoon({ update, resolve, reject }));
+    return this.updateOne(update);
+  }
+
+  /**
+   * Lease renewals (a write of nothing but `renewLease`, which the process's watcher sends for
+   * every run in a long call at once) are written together: one statement for all those due in
+   * this turn of the event loop, ahead of the steps waiting for the main pool, so a busy pool
+   * neither doubles its statements nor lets leases run out. A renewal whose run moved meanwhile
+   * is written on its own.
+   */
+  private renewSoon(renewal: Renewal): void {
+    this.renewals.push(renewal);
+    if (this.renewals.length === 1) setImmediate(() => void this.renewTogether());
+  }
+
+  private async renewTogether(): Promise<void> {
+    const batch = this.renewals.splice(0);
+    const planned: { renewal: Renewal; record: RunRecord; doc: string; varsSeq: number }[] = [];
+    const alone: Renewal[] = [];
+    for (const renewal of batch) {
+      const row = this.cache.get(renewal.update.runId);
+      const current = row && (JSON.parse(row.doc) as RunRecord);
+      if (!row || !current || !expectationsHold(current, renewal.update.expect)) {
+        alone.push(renewal);
+        continue;
+      }
+      const record = applyRunPatch(current, renewal.update);
+      planned.push({ renewal, record, doc: JSON.stringify(record), varsSeq: row.varsSeq });
+    }
+    if (planned.length > 0) {
+      try {
+        const rows = planned.map((p) => ({ id: p.record.id, prev: p.record.version - 1, epoch: p.record.epoch, doc: p.doc, updated_at: p.record.updatedAt, lease_until: p.record.lease?.until ?? null, version: p.record.version }));
+        const result = await this.queryUnless<{ id: string }>(
+          undefined,
+          `UPDATE ${this.s}.runs AS r SET doc = x.doc, updated_at = x.updated_at, lease_until = x.lease_until, version = x.version
+           FROM json_to_recordset($1::json) AS x(id text, prev int, epoch int, doc text, updated_at bigint, lease_until bigint, version int)
+           WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.epoch RETURNING r.id`,
+          [JSON.stringify(rows)],
+          undefined,
+          true,
+        );
+        const written = new Set(result!.rows.map((row) => row.id));
+        for (const p of planned) {
+          if (!written.has(p.record.id)) {
+            alone.push(p.renewal);
+            continue;
+          }
+          this.remember(p.record.id, { doc: p.doc, version: p.record.version, varsSeq: p.varsSeq, status: p.record.status });
+          p.renewal.resolve({ ok: true, run: JSON.parse(p.doc) as RunRecord, journal: [] });
+        }
+      } catch (error) {
+        for (const p of planned) p.renewal.reject(error);
+      }
+    }
+    for (const renewal of alone) this.updateOne(renewal.update).then(renewal.resolve, renewal.reject);
+  }
+
+  private async updateOne(update: RunUpdate): Promise<UpdateResult> {
     const cached = this.cache.get(update.runId);
     let row = cached ?? (await this.readRow(update.runId));
     // Whether `row` is the database's own, as of this update's last statement.
@@ -314,14 +378,14 @@ export class PostgresStore implements Store {
     const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
-    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq];
+    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq, updatedBucket(record.updatedAt)];
     let fence = "";
     if (update.expect?.epoch !== undefined) {
       params.push(update.expect.epoch);
       fence = ` AND epoch = $${params.length}`;
     }
     const ctes = [
-      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9
+      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9, updated_bucket = $10
         WHERE id = $1 AND version = $2${fence} RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, update));
@@ -746,6 +810,31 @@ export class PostgresStore implements Store {
 /** The statuses whose writes take the control lane. */
 function controlled(status: string): boolean {
   return status === "pausing" || status === "paused" || status === "cancelling" || status === "halted";
+}
+
+interface Renewal {
+  update: RunUpdate;
+  resolve(result: UpdateResult): void;
+  reject(error: unknown): void;
+}
+
+/** An update that only extends the lease of the worker that holds the run (fenced by its epoch). */
+function renewalOnly(update: RunUpdate): boolean {
+  const { expect } = update;
+  return (
+    update.renewLease !== undefined &&
+    expect?.epoch !== undefined &&
+    expect.status === undefined &&
+    expect.version === undefined &&
+    expect.leaseFree === undefined &&
+    (update.set === undefined || Object.keys(update.set).length === 0) &&
+    !update.claim &&
+    !update.journal?.length &&
+    !update.snapshot &&
+    !update.effects?.length &&
+    !update.insertCommand &&
+    !update.appliedCommands?.length
+  );
 }
 
 /** When a queued statement of run `runId` has become pointless. */
