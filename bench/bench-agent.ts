@@ -2,7 +2,7 @@
 import {
   defineAgent,
   type Action,
-  type AgentDefinition,
+  type StepAgentDefinition,
   type AgentState,
   type ModelResult,
   type ModelStreamPart,
@@ -45,7 +45,7 @@ export const instantModel: TetherModel = {
 };
 
 /** One model call per step; each step appends its ~1 KB answer to the messages. */
-export function benchAgent(name: string, model: TetherModel, steps: number): AgentDefinition {
+export function benchAgent(name: string, model: TetherModel, steps: number): StepAgentDefinition {
   return defineAgent({
     name,
     version: "1",
@@ -64,7 +64,7 @@ export function benchAgent(name: string, model: TetherModel, steps: number): Age
 }
 
 /** The same agent and model with no runtime and no store: next → stream → apply. */
-export async function baselineLoop(agent: AgentDefinition, model: TetherModel): Promise<number> {
+export async function baselineLoop(agent: StepAgentDefinition, model: TetherModel): Promise<number> {
   const began = performance.now();
   const state = agent.init("bench");
   const signal = new AbortController().signal;

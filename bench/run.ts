@@ -35,7 +35,7 @@ import { fileURLToPath } from "node:url";
 import {
   createTether,
   SimulatedModel,
-  type AgentDefinition,
+  type StepAgentDefinition,
   type Message,
   type TetherModel,
 } from "../src/index.js";
@@ -113,7 +113,7 @@ function logicalBytes(db: Database.Database, runId: string): { total: number; me
 }
 
 /** Open a fresh store → run record → verified state → the next call planned. */
-async function resumeOnce(path: string, runId: string, agent: AgentDefinition): Promise<number> {
+async function resumeOnce(path: string, runId: string, agent: StepAgentDefinition): Promise<number> {
   const began = performance.now();
   const store = new SqliteStore({ path });
   const run = await store.getRun(runId);

@@ -10,17 +10,28 @@ export { PriceTable, type ModelPrice } from "./engine/pricing.js";
 export * from "./engine/model.js";
 export { tool, type Tool, type AnyTool, type ToolDefinition, type ToolContext, type CompensationContext, type CheckResult } from "./engine/tool.js";
 export { resource, type ResourceDefinition, type ResourceContext, type AnyResource } from "./engine/resource.js";
-export { defineAgent, type AgentDefinition, type Action, type Outcome, type ApplyResult } from "./engine/agent.js";
+export { defineAgent, isFunctionAgent, type AgentDefinition, type AgentBase, type StepAgentDefinition, type Action, type Outcome, type ApplyResult } from "./engine/agent.js";
+export { durableAgent, type AgentContext, type DurableAgentOptions } from "./agents/durable-agent.js";
+export type { AiSdkGates } from "./models/ai-sdk-gates.js";
+export {
+  PauseSignal,
+  GateFailedError,
+  type DurableContext,
+  type FunctionAgentDefinition,
+  type ModelCallOptions,
+  type StepContext,
+  type StepOptions,
+} from "./engine/function-agent.js";
 export type { Budgets } from "./engine/budgets.js";
 export type * from "./engine/store.js";
 export { snapshotSchemaVersion } from "./engine/store.js";
 export { eventId, type RunEvent, EventBus } from "./engine/events.js";
-export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ControlOptions, type CancelPreview } from "./engine/runtime.js";
+export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ForkOptions, type ControlOptions, type CancelPreview } from "./engine/runtime.js";
 export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.js";
 export { SqliteStore, type SqliteStoreOptions, type SqliteStoreConstructor } from "./sqlite-store-types.js";
 export { optionalPeers } from "./engine/optional-import.js";
 export { openStore, storeLocation, describeLocation, defaultPostgresSchema, type StoreLocation } from "./stores/open-store.js";
-export { SimulatedModel, genericScript, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
+export { SimulatedModel, genericScript, scriptedTurns, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
 export { ModelRegistry, type ModelFactory } from "./models/model-registry.js";
 export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings, type AiSdkLanguageModel, type AiSdkJsonValue } from "./models/ai-sdk-model.js";
 export { createModelRegistry, parseOpenAICompatible, type ModelRegistryOptions } from "./models/providers.js";

@@ -12,6 +12,8 @@ export interface LoadedAgents {
   models?: ModelSource;
   /** Where the agents came from, for the startup banner. */
   source: string;
+  /** The same in full, for the error a start of an unknown agent gets: the file, or why none was loaded. */
+  origin?: string;
   /** A sample task per agent name (the bundled examples' `exampleTasks`). */
   tasks?: Record<string, string>;
 }
@@ -42,8 +44,9 @@ export async function importModule(path: string): Promise<Record<string, unknown
 }
 
 function isAgent(value: unknown): value is AgentDefinition {
-  const v = value as Partial<AgentDefinition> | null;
-  return typeof v === "object" && v !== null && typeof v.name === "string" && typeof v.init === "function" && typeof v.next === "function" && typeof v.apply === "function";
+  const v = value as { name?: unknown; init?: unknown; next?: unknown; apply?: unknown; run?: unknown } | null;
+  if (typeof v !== "object" || v === null || typeof v.name !== "string" || typeof v.init !== "function") return false;
+  return typeof v.run === "function" || (typeof v.next === "function" && typeof v.apply === "function");
 }
 
 /** `export default [agents]`, `export default { agents, models }`, or `export const agents = [...]`. */
@@ -56,7 +59,7 @@ export function agentsFromModule(loaded: Record<string, unknown>, source: string
     const list = isAgent(candidate) ? [candidate] : Array.isArray(candidate) ? candidate : undefined;
     if (!list) continue;
     const bad = list.findIndex((a) => !isAgent(a));
-    if (bad !== -1) throw new UsageError(`${source}: item ${bad} of its agents is not an agent (make it with toolLoopAgent() or defineAgent())`);
+    if (bad !== -1) throw new UsageError(`${source}: item ${bad} of its agents is not an agent (make it with toolLoopAgent(), durableAgent() or defineAgent())`);
     const models = (module.default as { models?: unknown } | undefined)?.models ?? module.models;
     const isRegistry = typeof (models as Partial<ModelSource> | undefined)?.resolver === "function";
     return { agents: list, models: isRegistry ? (models as ModelSource) : undefined };
@@ -84,11 +87,12 @@ export async function loadAgents(options: { cwd: string; module?: string; dataDi
   if (options.module) {
     const path = resolve(options.cwd, options.module);
     if (!existsSync(path)) throw new UsageError(`--agents ${options.module}: no such file (${path})`);
-    return { ...agentsFromModule(await importModule(path), options.module), source: options.module };
+    return { ...agentsFromModule(await importModule(path), options.module), source: options.module, origin: `--agents ${path}` };
   }
   for (const name of configFileNames) {
     const path = resolve(options.cwd, name);
-    if (existsSync(path)) return { ...agentsFromModule(await importModule(path), name), source: name };
+    if (existsSync(path)) return { ...agentsFromModule(await importModule(path), name), source: name, origin: path };
   }
-  return loadBundledAgents({ dataDir: options.dataDir });
+  const bundled = await loadBundledAgents({ dataDir: options.dataDir });
+  return { ...bundled, origin: `the bundled examples, as no --agents <file> was given and ${options.cwd} has no tether.config.ts` };
 }

@@ -17,6 +17,7 @@ const byErrorCode: Record<string, number> = {
   already_decided: exitCode.conflict,
   no_pending_approval: exitCode.conflict,
   approval_pending: exitCode.conflict,
+  version_mismatch: exitCode.conflict,
   invalid_input: exitCode.usage,
   invalid_state_patch: exitCode.usage,
   unknown_model: exitCode.usage,

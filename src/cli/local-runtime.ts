@@ -60,18 +60,20 @@ export async function directConnection(location: StoreLocation, options: GlobalO
   const store = await openStore(location);
   let agents: AgentDefinition[] = [];
   let models: ModelSource = createModelRegistry();
+  let agentSource: string | undefined;
   try {
     if (needs.agents) {
       const loaded = await loadAgents({ cwd: process.cwd(), module: options.agents });
       agents = loaded.agents;
       models = loaded.models ?? models;
+      agentSource = loaded.origin;
     }
   } catch (error) {
     await store.close();
     throw error;
   }
   const runtime = new Runtime({ store, agents, resolveModel: models.resolver, worker: false, redactor: SecretRedactor.fromEnvironment() });
-  const app = createApp({ runtime, auth: { mode: "off", actor: localActor() }, version: packageVersion() });
+  const app = createApp({ runtime, auth: { mode: "off", actor: localActor() }, version: packageVersion(), agentSource });
   // Following a run here polls the store on timers that do not hold the process open.
   const keepAlive = setInterval(() => undefined, 60_000);
   return {

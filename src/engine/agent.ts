@@ -5,6 +5,7 @@ import type { AnyResource } from "./resource.js";
 import type { AgentState } from "./state.js";
 import type { AnyTool } from "./tool.js";
 import type { Budgets } from "./budgets.js";
+import type { FunctionAgentDefinition } from "./function-agent.js";
 
 /** What the agent wants to do next; every `model` and `tool` action passes the call gate. */
 export type Action =
@@ -25,12 +26,8 @@ export type Outcome =
  */
 export type ApplyResult = void | { recordedInMessage: number };
 
-/**
- * An agent's own step logic: `next` plans one call from the state, `apply` folds its outcome
- * into the state. Between the two the runtime journals the call, so a step is never half-done:
- * the outcome and the new snapshot are written in one transaction.
- */
-export interface AgentDefinition {
+/** What every kind of agent declares: its name and version, tools, resources, model, budgets, input and stale rules. */
+export interface AgentBase {
   name: string;
   version: string;
   description?: string;
@@ -47,7 +44,22 @@ export interface AgentDefinition {
   staleAfterMs?: number;
   /** Refresh a stale state instead of refusing; return the refreshed state. */
   onStale?(state: AgentState, reasons: string[]): Promise<AgentState> | AgentState;
+  /**
+   * Versions of this agent whose paused runs this version may continue: exact versions (`"1.2.0"`)
+   * or patterns (`"1.x"`, `"1.2.x"`). A run started under any other version is refused with
+   * `version_mismatch` (fork it onto this version instead). Default: only its own version.
+   */
+  compatibleWith?: readonly string[];
   init(input: Json): AgentState;
+}
+
+/**
+ * An agent's own step logic: `next` plans one call from the state, `apply` folds its outcome
+ * into the state. Between the two the runtime journals the call, so a step is never half-done:
+ * the outcome and the new snapshot are written in one transaction.
+ */
+export interface StepAgentDefinition extends AgentBase {
+  run?: undefined;
   next(state: Readonly<AgentState>): Action;
   /**
    * Optional: the tool calls the agent will make next, in order, starting with the one `next`
@@ -55,12 +67,31 @@ export interface AgentDefinition {
    * asks for every such call of the turn at once, and continues once all are decided.
    */
   upcomingToolCalls?(state: Readonly<AgentState>): (Action & { type: "tool" })[];
+  /**
+   * Optional: whether the tool calls `upcomingToolCalls` lists may run at once. `true` (up to 8
+   * in flight), a number (that many at most), or `false`/absent: one after another. Each call is
+   * still journaled, committed and keyed on its own, in the turn's order; a call that may need
+   * approval is never started alongside others.
+   */
+  parallelToolCalls?: boolean | number;
   apply(state: AgentState, action: Action, outcome: Outcome): ApplyResult;
 }
 
-export function defineAgent(definition: AgentDefinition): AgentDefinition {
-  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(definition.name)) {
-    throw new TypeError(`agent name "${definition.name}" must be 1-64 letters, digits, ".", "_" or "-"`);
+/** A step machine (`defineAgent`, the tool loop) or an async function (`durableAgent`, function-agent.ts). */
+export type AgentDefinition = StepAgentDefinition | FunctionAgentDefinition;
+
+export function isFunctionAgent(agent: AgentDefinition): agent is FunctionAgentDefinition {
+  return typeof agent.run === "function";
+}
+
+export function checkAgentName(name: string): void {
+  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(name)) {
+    throw new TypeError(`agent name "${name}" must be 1-64 letters, digits, ".", "_" or "-"`);
   }
+}
+
+export function defineAgent(definition: StepAgentDefinition): StepAgentDefinition {
+  checkAgentName(definition.name);
   return definition;
 }
+

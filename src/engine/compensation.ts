@@ -1,13 +1,15 @@
-import type { AgentDefinition } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
+import type { Json } from "./json.js";
 import { statusEntry } from "./status-entry.js";
 import type { CommandOutcomes } from "./pending-commands.js";
 import type { CancelReport, EffectRecord, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
+import type { CompensationContext } from "./tool.js";
 
 export interface CancellationHost {
   ctx: EngineContext;
-  agent: AgentDefinition;
   runId: string;
+  /** How to undo an effect; undefined when the agent no longer declares one. */
+  compensator(effect: EffectRecord): ((input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void) | undefined;
   current(): RunRecord;
   write(update: Omit<RunUpdate, "runId">): Promise<boolean>;
   releaseResources(): Promise<{ released: string[]; failed: { name: string; error: string }[] }>;
@@ -37,22 +39,21 @@ function errorText(error: unknown): string {
  */
 export async function runCancellation(host: CancellationHost): Promise<void> {
   const { ctx, runId } = host;
-  const tools = new Map((host.agent.tools ?? []).map((t) => [t.name, t]));
   const { maxAttempts, backoffMs, timeoutMs } = ctx.compensation;
   const effects = pendingCompensations(await ctx.store.listEffects(runId));
   for (const effect of effects) {
     if (host.stopSignal.aborted || host.current().status !== "cancelling") return;
-    const tool = tools.get(effect.tool);
+    const compensate = host.compensator(effect);
     let attempts = effect.attempts;
     // Attempts already made belong to a worker that stopped mid-way (a crash): if none are left,
     // that interrupted attempt is the failure to report.
-    let lastError = !tool?.compensate
-      ? `the agent no longer declares a compensate for tool ${effect.tool}`
+    let lastError = !compensate
+      ? `the agent no longer declares a compensate for ${effect.tool}`
       : attempts > 0
         ? `attempt ${attempts} was interrupted (the worker stopped) and its outcome is unknown`
         : "";
     let succeeded = false;
-    while (tool?.compensate && attempts < maxAttempts && !succeeded) {
+    while (compensate && attempts < maxAttempts && !succeeded) {
       if (attempts > 0) await ctx.clock.sleep(backoffMs * 2 ** Math.max(0, attempts - 1), host.stopSignal).catch(() => undefined);
       if (host.stopSignal.aborted) return;
       attempts += 1;
@@ -65,7 +66,7 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
       const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), host.stopSignal]);
       try {
         await Promise.race([
-          tool.compensate(effect.input, effect.result, {
+          compensate(effect.input, effect.result, {
             runId,
             idempotencyKey: compensationKey(runId, effect.callSeq),
             signal,
@@ -97,7 +98,9 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
   const resources = await host.releaseResources();
   const all = await ctx.store.listEffects(runId);
   const run = host.current();
-  const uncertain = run.inflight ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name, reason: run.inflight.uncertain ? "uncertain_effect" : "in flight when cancelled" }] : [];
+  // Every call still in flight (several when calls ran at once); `inflight` carries the uncertain mark.
+  const inflight = run.inflightCalls?.length ? run.inflightCalls.map((c) => (run.inflight?.callSeq === c.callSeq ? run.inflight : c)) : run.inflight ? [run.inflight] : [];
+  const uncertain = inflight.map((c) => ({ callSeq: c.callSeq, tool: c.name, reason: c.uncertain ? "uncertain_effect" : "in flight when cancelled" }));
   const report: CancelReport = {
     compensated: all.filter((e) => e.state === "compensated").sort((a, b) => b.callSeq - a.callSeq).map((e) => ({ callSeq: e.callSeq, tool: e.tool })),
     failed: all.filter((e) => e.state === "failed").map((e) => ({ callSeq: e.callSeq, tool: e.tool, error: e.error ?? "" })),

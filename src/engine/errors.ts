@@ -20,6 +20,7 @@ export const errorCodes = [
   "already_decided",
   "no_pending_approval",
   "approval_pending",
+  "version_mismatch",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -107,11 +108,18 @@ export class InvalidInputError extends TetherError {
 }
 
 export class UnknownAgentError extends TetherError {
-  constructor(name: string, known: string[]) {
+  /**
+   * `source`: where the process that refused got its agents (`tether.config.ts`, an `--agents`
+   * module, the bundled examples), when it loaded them from a file rather than from code.
+   */
+  constructor(name: string, known: string[], source?: string) {
+    const knownList = known.join(", ") || "none";
     super(
       "unknown_agent",
-      `no agent named "${name}" is registered (known: ${known.join(", ") || "none"}). Register it with createTether({ agents: [...] }); for the CLI, export it from tether.config.ts or pass --agents <file>`,
-      { name, known },
+      source === undefined
+        ? `no agent named "${name}" is registered (known: ${knownList}). Register it with createTether({ agents: [...] }); for the CLI, export it from tether.config.ts or pass --agents <file>`
+        : `no agent named "${name}" is registered (known: ${knownList}; loaded from ${source}). Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>; tether serve loads agents when it starts`,
+      source === undefined ? { name, known } : { name, known, source },
     );
     this.name = "UnknownAgentError";
   }
@@ -237,5 +245,17 @@ export class ApprovalPendingError extends TetherError {
       { runId, pending },
     );
     this.name = "ApprovalPendingError";
+  }
+}
+
+/** A paused run started under another version of its agent than the one that would continue it. */
+export class VersionMismatchError extends TetherError {
+  constructor(runId: string, agent: string, runVersion: string, currentVersion: string, command = "resume") {
+    super(
+      "version_mismatch",
+      `cannot ${command} run ${runId}: it was started by ${agent} version ${runVersion}, and this code has version ${currentVersion}; declare the change compatible (compatibleWith: ["${runVersion}"] on the agent) or fork the run onto version ${currentVersion} (fork(id, { fromStep, currentVersion: true }), \`tether fork ${runId} --from <step> --current-version\`)`,
+      { runId, agent, runVersion, currentVersion },
+    );
+    this.name = "VersionMismatchError";
   }
 }

@@ -72,6 +72,12 @@ export interface RunRecord {
   snapshotSeq: number;
   snapshotAt: number;
   inflight: InflightCall | null;
+  /**
+   * Every call in flight, when an agent may make several at once (an async-function agent's
+   * gates awaited together); `inflight` is then the oldest of them, or the one a person must
+   * decide on. Absent on step-machine runs, whose one call is `inflight`.
+   */
+  inflightCalls?: InflightCall[];
   waitingFor: WaitingFor | null;
   resources: Record<string, HeldResource>;
   guard: {
@@ -96,6 +102,12 @@ export interface RunRecord {
    * before approvals existed.
    */
   approvals?: ApprovalRequest[];
+  /**
+   * Set when a process without the agent's code resumed the run (or decided its last approval):
+   * it could not run the stale check, so the worker that claims the run runs it (and `onStale`)
+   * before the first call. Absent or null otherwise.
+   */
+  uncheckedResume?: { actor: string; at: number } | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -120,6 +132,7 @@ export type RunPatch = Partial<
     | "activeMs"
     | "runningSince"
     | "inflight"
+    | "inflightCalls"
     | "waitingFor"
     | "resources"
     | "guard"
@@ -128,6 +141,7 @@ export type RunPatch = Partial<
     | "lease"
     | "steering"
     | "approvals"
+    | "uncheckedResume"
   >
 >;
 

@@ -69,7 +69,7 @@ export function toTools(tools: readonly ToolSpec[]): Pick<LanguageModelV3CallOpt
 }
 
 /** Usage only when the provider reported both counts; otherwise the gate estimates it. */
-function toUsage(usage: LanguageModelV3Usage | undefined): ModelUsage | undefined {
+export function toUsage(usage: LanguageModelV3Usage | undefined): ModelUsage | undefined {
   const input = usage?.inputTokens.total;
   const output = usage?.outputTokens.total;
   if (input === undefined || output === undefined) return undefined;

@@ -4,6 +4,7 @@ import type { Runtime } from "../engine/runtime.js";
 import type { Role } from "./api-types.js";
 import { authenticate, requireRole, type AuthOptions, type TokenSource } from "./auth.js";
 import { dashboardHandler } from "./dashboard-static.js";
+import { TetherError, UnknownAgentError } from "../engine/errors.js";
 import { errorBody, errorResponse, PayloadTooLargeError, RouteNotFoundError } from "./http-errors.js";
 import { dashboardCsp, requestGuard, securityHeaders } from "./request-guard.js";
 import { agentRoutes } from "./routes/agent-routes.js";
@@ -33,6 +34,11 @@ export interface AppOptions {
    * addresses it is bound to. Undefined accepts any host (a test calling `app.fetch`).
    */
   allowedHosts?: readonly string[];
+  /**
+   * Where the runtime's agents came from (`tether.config.ts`, an `--agents` module, the bundled
+   * examples): a start that names an unknown agent says so, and how to register one.
+   */
+  agentSource?: string;
 }
 
 /** The HTTP API (docs/http-api.md) at `/api/v1`, and the dashboard at `/`. `app.fetch` is the handler. */
@@ -66,7 +72,7 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   eventRoutes(api, ctx);
   openApiRoutes(api, ctx);
   api.notFound((c) => c.json(errorBody("not_found", new RouteNotFoundError(c.req.method, c.req.path).message), 404));
-  api.onError((error, c) => errorResponse(c, error));
+  api.onError((error, c) => errorResponse(c, withAgentSource(error, options.agentSource)));
 
   const app = new Hono<AppEnv>();
   app.use("*", async (c, next) => {
@@ -80,4 +86,12 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
   app.get("*", dashboardHandler(options.dashboardDir));
   app.onError((error, c) => errorResponse(c, error));
   return app;
+}
+
+/** An unknown agent, told where this server's agents come from and where to add one. */
+function withAgentSource(error: unknown, source: string | undefined): unknown {
+  if (source === undefined || !TetherError.isInstance(error) || error.code !== "unknown_agent") return error;
+  const details = error.details as { name?: unknown; known?: unknown } | undefined;
+  if (typeof details?.name !== "string" || !Array.isArray(details.known)) return error;
+  return new UnknownAgentError(details.name, details.known as string[], source);
 }

@@ -27,6 +27,8 @@ export interface ServerOptions {
   /** Default: this package's `dist/dashboard`, when built. */
   dashboardDir?: string;
   heartbeatMs?: number;
+  /** Where the runtime's agents came from, for the error a start of an unknown agent gets. */
+  agentSource?: string;
 }
 
 export interface RunningServer {
@@ -84,6 +86,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     version: options.version ?? packageVersion(),
     dashboardDir: options.dashboardDir ?? defaultDashboardDir(),
     heartbeatMs: options.heartbeatMs,
+    agentSource: options.agentSource,
     allowedHosts: isWildcard(host) && !options.allowedHosts?.length ? undefined : allowedHosts,
   });
   const listener = getRequestListener(app.fetch, { hostname: host, errorHandler: (error) => jsonAnswer(400, "invalid_input", `the request could not be read: ${error instanceof Error ? error.message : String(error)}`) });

@@ -237,7 +237,25 @@ describe("tether CLI against a real `tether serve`", () => {
     const missing = await cli(["show", "run_missing"]);
     expect(missing.code).toBe(4);
     expect(missing.stderr.trim().split("\n")).toEqual(["tether: run run_missing does not exist: list runs with `tether ls`"]);
-    expect((await cli(["start", "ghost", "x"])).code).toBe(4);
+    // Errors of a start point at the fix: where the server's agents come from and how to add one; the input an agent takes.
+    const ghost = await cli(["start", "ghost", "x"]);
+    expect(ghost.code).toBe(4);
+    expect(ghost.stderr.trim()).toBe(
+      `tether: no agent named "ghost" is registered (known: writer, slow, stale; loaded from ${join(cwd, "tether.config.ts")}). Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>; tether serve loads agents when it starts: list agents with \`tether agents\``,
+    );
+    const badInput = await cli(["start", "writer", "--input", "42"]);
+    expect(badInput.code).toBe(2);
+    expect(badInput.stderr).toMatch(/^tether: invalid input for agent writer: .+\. It takes: string \| \{ prompt: string \}\n$/);
+    // Straight on a store, in a folder with no config: the CLI says it fell back to the bundled examples.
+    const empty = mkdtempSync(join(tmpdir(), "tether-cli-empty-"));
+    try {
+      const direct = await tether(["start", "ghost", "x", "--db", join(empty, "t.db")], { cwd: empty });
+      expect(direct.code).toBe(4);
+      expect(direct.stderr).toContain(`(known: deep-research, code-agent, browser-flow; loaded from the bundled examples, as no --agents <file> was given and ${empty} has no tether.config.ts)`);
+      expect(direct.stderr).toContain("Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>");
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
 
     const id = (await client.start("writer", "to be cancelled")).id;
     await until("cancelled", async () => {

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
@@ -10,11 +10,13 @@ import { runnableBlocks } from "./code-blocks.js";
 /**
  * Every TypeScript block in the README and the guides in docs/ runs as written (a user copies
  * them): each is saved to a fresh folder and run with tsx, `tether-runtime` resolving to this
- * checkout's sources. A block that is only a piece of a program says `ts fragment`.
+ * checkout's sources, and all of them compile under strict TypeScript. A block that is only a piece
+ * of a program says `ts fragment`.
  */
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const tsxLoader = createRequire(import.meta.url).resolve("tsx");
+const tscBin = join(root, "node_modules/typescript/bin/tsc");
 const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
 const blocks = docs.flatMap((file) => runnableBlocks(join(root, file)));
 
@@ -33,6 +35,38 @@ describe("code blocks in the README and docs/", () => {
   it("finds the README's library example", () => {
     expect(blocks.some((b) => b.file.endsWith("README.md") && b.code.includes("createTether"))).toBe(true);
   });
+
+  // Each way to write an agent has a guide, linked from docs/agents.md, with an example that runs.
+  const guideRows = readFileSync(join(root, "docs/agents.md"), "utf8").split("\n").filter((l) => l.startsWith("|"));
+  const guides = guideRows.flatMap((row) => [...row.matchAll(/\]\(([a-z0-9-]+\.md)\)/g)].map((m) => `docs/${m[1]}`));
+  it("docs/agents.md links a guide for each way to write an agent", () => {
+    expect(guides).toEqual(expect.arrayContaining(["docs/tool-loop.md", "docs/step-machine.md", "docs/ai-sdk.md", "docs/async-function-agents.md"]));
+  });
+  for (const guide of new Set(guides)) {
+    it.skipIf(!existsSync(join(root, guide)))(`${guide} has a complete example that runs`, () => {
+      expect(blocks.filter((b) => b.file === join(root, guide)).some((b) => b.code.includes("createTether") || b.code.includes("fromAiSdkTool"))).toBe(true);
+    });
+  }
+
+  it("every block compiles under strict TypeScript, as in a user's project", () => {
+    const cwd = mkdtempSync(join(tmpdir(), "tether-doc-types-"));
+    try {
+      symlinkSync(join(root, "node_modules"), join(cwd, "node_modules"), "dir");
+      const names = new Map<string, string>();
+      blocks.forEach((block, i) => {
+        const name = `block${i}.mts`;
+        names.set(name, `${relative(root, block.file)}:${block.line}`);
+        writeFileSync(join(cwd, name), `${localised(block.code)}\nexport {};\n`);
+      });
+      const compilerOptions = { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2023", lib: ["es2023", "dom"], types: ["node"], noEmit: true, skipLibCheck: true, allowImportingTsExtensions: true };
+      writeFileSync(join(cwd, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["*.mts"] }));
+      const result = spawnSync(process.execPath, [tscBin, "-p", cwd], { cwd, encoding: "utf8", timeout: 120_000 });
+      const report = result.stdout.replace(/block\d+\.mts/g, (name) => names.get(name) ?? name);
+      expect(result.status, report.slice(0, 4000)).toBe(0);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  }, 130_000);
 
   for (const block of blocks) {
     it(`${relative(root, block.file)}:${block.line} runs as written`, () => {

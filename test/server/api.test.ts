@@ -423,6 +423,22 @@ describe("HTTP API: every error has its code and changes nothing", () => {
     expect(await env.runtime.list({ limit: 1000 })).toHaveLength(2);
   });
 
+  it("the errors of a start point at the fix: where agents are registered, and the input the agent takes", async () => {
+    const unknown = await env.call("POST", "/runs", { token: op(), body: { agent: "ghost", input: "x" } });
+    expect(unknown.body.error.message).toMatch(/^no agent named "ghost" is registered \(known: [^)]*writer[^)]*\)\. Register it with createTether\(\{ agents: \[\.\.\.\] \}\); for the CLI, export it from tether\.config\.ts or pass --agents <file>$/);
+    // A server that loaded its agents from a file says which, and what to change.
+    const app = createApp({ runtime: env.runtime, auth: { mode: "tokens" }, version: "test", agentSource: "/srv/app/tether.config.ts" });
+    const response = await app.fetch(env.request("POST", "/runs", { token: op(), body: { agent: "ghost", input: "x" } }));
+    const body = await response.json();
+    expect(response.status).toBe(404);
+    expect(body.error).toMatchObject({ code: "unknown_agent", details: { name: "ghost", source: "/srv/app/tether.config.ts" } });
+    expect(body.error.message).toMatch(/; loaded from \/srv\/app\/tether\.config\.ts\)\. Export it from tether\.config\.ts next to your package\.json \(export default \[myAgent\]\) or pass --agents <file>; tether serve loads agents when it starts$/);
+    const invalid = await env.call("POST", "/runs", { token: op(), body: { agent: "writer", input: { prompt: "" } } });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error.message).toMatch(/^invalid input for agent writer: .+\. It takes: string \| \{ prompt: string \}$/);
+    expect(await env.runtime.list({ limit: 1000 })).toHaveLength(2);
+  });
+
   it("huge bodies → 413 payload_too_large, with or without Content-Length", async () => {
     const huge = JSON.stringify({ message: "x".repeat(1024 * 1024 + 10) });
     await refusedWithoutChange("POST", `/runs/${paused}/resume`, { token: op(), raw: huge, headers: { "content-type": "application/json", "content-length": String(huge.length) } }, 413, "payload_too_large");

@@ -34,7 +34,7 @@ export function serverCommands(program: Command, io: CliIo): void {
       try {
         await checkStoreAuthState(location, store);
         const publicHost = flags.publicUrl ? [new URL(flags.publicUrl).host] : [];
-        server = await startServer({ runtime, host: flags.host, port: flags.port, auth: flags.open ? { mode: "open" } : { mode: "tokens" }, allowedHosts: [...publicHost, ...(flags.allowedHost ?? [])] });
+        server = await startServer({ runtime, host: flags.host, port: flags.port, auth: flags.open ? { mode: "open" } : { mode: "tokens" }, allowedHosts: [...publicHost, ...(flags.allowedHost ?? [])], agentSource: loaded.origin });
         notifier = webhooks && startWebhooks(runtime, webhooks, server.url);
       } catch (error) {
         await server?.close();

@@ -1,0 +1,65 @@
+import { pendingCompensations } from "./compensation.js";
+import { applyControl, getRun, hasLiveLease, newCommand, type ControlHost, type ControlOptions } from "./control-command.js";
+import { IllegalTransitionError } from "./errors.js";
+import type { Json } from "./json.js";
+import { isTerminal, type RunStatus } from "./status.js";
+import { statusEntry } from "./status-entry.js";
+import type { RunRecord } from "./store.js";
+
+export interface CancelPreview {
+  runId: string;
+  status: RunStatus;
+  /** Whether a cancel would apply at all: false for a run that has ended (and everything below is empty). */
+  cancellable: boolean;
+  compensations: { callSeq: number; tool: string; input: Json }[];
+  resources: string[];
+  uncertain: { callSeq: number; tool: string }[];
+}
+
+/** The cancel command: the run becomes `cancelling`, and the worker that holds it (or claims it) compensates and releases. */
+export async function cancelRun(host: ControlHost, runId: string, options: ControlOptions): Promise<RunRecord> {
+  const command = newCommand(host.ctx, "cancel", runId, options);
+  const reason = options.reason ?? `cancelled by ${command.actor}`;
+  let claim = false;
+  const run = await applyControl(host, runId, command, async (current, now) => {
+    if (current.status === "cancelling" || current.status === "cancelled") return { noop: true };
+    if (isTerminal(current.status)) return { refuse: new IllegalTransitionError(runId, "cancel", current.status) };
+    const held = host.isHeld(current, now);
+    // Claim from the lease alone: an executor that just wrote `paused` is still in the map for a
+    // moment but no longer reacts, and `tryClaim` waits for it before taking the run.
+    claim = !hasLiveLease(current, now) && host.claims() && host.ctx.agents.has(current.agent);
+    const since = current.runningSince;
+    return {
+      update: {
+        set: {
+          status: "cancelling",
+          statusReason: reason,
+          pauseMode: null,
+          ...(since !== null && !held ? { runningSince: null, activeMs: current.activeMs + now - since } : {}),
+        },
+        journal: [statusEntry(now, current.status, "cancelling", reason)],
+      },
+      applied: false,
+    };
+  });
+  if (claim) host.claimSoon(run);
+  return run;
+}
+
+/** What a cancel would do now: compensations newest first and the resources to release. */
+export async function previewCancel(host: ControlHost, runId: string): Promise<CancelPreview> {
+  const run = await getRun(host.ctx, runId);
+  // A run that has ended cannot be cancelled: nothing would be compensated, so nothing is offered.
+  if (isTerminal(run.status)) return { runId, status: run.status, cancellable: false, compensations: [], resources: [], uncertain: [] };
+  const effects = pendingCompensations(await host.ctx.store.listEffects(runId));
+  return {
+    runId,
+    status: run.status,
+    cancellable: true,
+    compensations: effects.map((e) => ({ callSeq: e.callSeq, tool: e.tool, input: e.input })),
+    resources: Object.entries(run.resources)
+      .filter(([, held]) => !held.releasedForPause)
+      .map(([name]) => name),
+    uncertain: run.inflight?.uncertain ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name }] : [],
+  };
+}

@@ -1,0 +1,164 @@
+import type { AgentDefinition } from "./agent.js";
+import { checkClaimed, needsClaimCheck } from "./claim-checks.js";
+import type { EngineContext } from "./engine-context.js";
+import { createExecutor } from "./executors.js";
+import type { ResourceHolder } from "./resources.js";
+import type { RunSession } from "./run-session.js";
+import type { RunWatcher } from "./run-watcher.js";
+import { isTerminal, type RunStatus } from "./status.js";
+import { statusEntry } from "./status-entry.js";
+import type { JournalInput, RunRecord, RunUpdate, UpdateResult } from "./store.js";
+
+/**
+ * This process's share of the runs: it claims queued and orphaned runs (up to `concurrency`),
+ * takes their leases (fencing epoch + 1) and executes them, and keeps the executors it runs.
+ */
+export class RunClaims {
+  /** The runs this process executes now, each with the promise that settles when it stops. */
+  readonly executors = new Map<string, { executor: RunSession; done: Promise<void> }>();
+  /** Runs claimed here whose checks before the first call (claim-checks.ts) are under way. */
+  readonly checking = new Map<string, Promise<void>>();
+  private readonly resourceHolders = new Map<string, ResourceHolder>();
+  private claiming: Promise<void> | undefined;
+  private claimAgain = false;
+
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly watcher: RunWatcher,
+    /** Runs this process executes at once. */
+    readonly concurrency: number,
+    private readonly state: {
+      /** The process has closed: it takes nothing more. */
+      closed(): boolean;
+      /** The worker is polling (started, not stopped). */
+      polling(): boolean;
+    },
+  ) {}
+
+  /** Looks for work now, unless a look is under way (then once more after it). */
+  claimSoonAvailable(): void {
+    if (!this.state.polling() || this.state.closed()) return;
+    if (this.claiming) {
+      this.claimAgain = true;
+      return;
+    }
+    this.claiming = this.claimAvailable().finally(() => {
+      this.claiming = undefined;
+      if (this.claimAgain) {
+        this.claimAgain = false;
+        this.claimSoonAvailable();
+      }
+    });
+  }
+
+  private async claimAvailable(): Promise<void> {
+    if (this.state.closed()) return;
+    try {
+      const now = this.ctx.clock.now();
+      const store = this.ctx.store;
+      const halts = await store.listHalts();
+      const room = this.concurrency - this.size;
+      if (room <= 0) return;
+      const wanted = (run: RunRecord) =>
+        !this.executors.has(run.id) &&
+        !this.checking.has(run.id) && this.ctx.agents.has(run.agent) && (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`));
+      if (store.claimRuns) {
+        // The store locks what it hands out: workers looking at once get different runs.
+        const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => (wanted(run) ? this.claimUpdate(run, now) : undefined));
+        for (const result of claimed) if (result.ok) this.startExecuting(result);
+        return;
+      }
+      for (const run of await store.findClaimable(now, Math.min(room, 50))) {
+        if (this.size >= this.concurrency) break;
+        if (wanted(run)) await this.tryClaim(run);
+      }
+    } catch {
+      // The next tick tries again.
+    }
+  }
+
+  /** Claims in the background: if the claim fails the run stays claimable, and a worker's next poll takes it. */
+  claimSoon(run: RunRecord): void {
+    this.tryClaim(run).catch(() => undefined);
+  }
+
+  /** Takes the run's lease (fencing epoch + 1) and executes it in this process. */
+  private async tryClaim(candidate: RunRecord): Promise<void> {
+    let run = candidate;
+    const previous = this.executors.get(run.id)?.done ?? this.checking.get(run.id);
+    if (previous) {
+      // A run resumed the moment its pause landed: the executor that paused it is still winding down.
+      await previous;
+      const fresh = await this.ctx.store.getRun(run.id);
+      if (!fresh) return;
+      run = fresh;
+    }
+    if (this.executors.has(run.id) || this.checking.has(run.id) || this.state.closed()) return;
+    // Full: the run waits in the store, and this worker's next look (or any other worker) takes it.
+    if (this.size >= this.concurrency) return;
+    if (!this.ctx.agents.has(run.agent)) return;
+    const now = this.ctx.clock.now();
+    const update = this.claimUpdate(run, now);
+    if (!update) return;
+    const result = await this.ctx.store.update({ ...update, runId: run.id });
+    if (result.ok) this.startExecuting(result);
+  }
+
+  /** The write that claims a run for this worker: lease, fencing epoch + 1, and what the journal says of it. */
+  private claimUpdate(run: RunRecord, now: number): Omit<RunUpdate, "runId"> | undefined {
+    const claimable: RunStatus[] = ["queued", "running", "pausing", "cancelling"];
+    if (!claimable.includes(run.status)) return undefined;
+    const journal: JournalInput[] = [];
+    if (run.status === "queued") journal.push(statusEntry(now, "queued", "running"));
+    else if (run.lease) journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status } });
+    // Taking over from a dead worker: it ran at most until its lease ran out; the time the run sat
+    // orphaned after that is not running time.
+    const since = run.runningSince;
+    const orphaned = run.lease !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, run.lease.until) - since), runningSince: now } : {};
+    return {
+      expect: { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
+      claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs },
+      set: { ...(run.status === "queued" || run.status === "running" ? { status: "running", runningSince: since ?? now } : {}), ...orphaned },
+      journal,
+    };
+  }
+
+  /** Runs executed or being checked here: what `concurrency` bounds. */
+  get size(): number {
+    return this.executors.size + this.checking.size;
+  }
+
+  /** Executes a run this worker has just claimed, after the checks it needs first (claim-checks.ts). */
+  private startExecuting(result: UpdateResult & { ok: true }): void {
+    const run = result.run;
+    const agent = this.ctx.agents.get(run.agent);
+    if (!agent || this.executors.has(run.id) || this.checking.has(run.id)) return;
+    this.ctx.bus.publishJournal(result.journal);
+    if (!needsClaimCheck(agent, run)) return this.execute(agent, run);
+    const checked = checkClaimed(this.ctx, agent, run)
+      .catch(() => undefined)
+      .then((ready) => {
+        this.checking.delete(run.id);
+        // Failed or paused by a check: the lease lapses or was let go, and the place is free.
+        if (ready && !this.state.closed()) this.execute(agent, ready);
+        else this.claimSoonAvailable();
+      });
+    this.checking.set(run.id, checked);
+  }
+
+  private execute(agent: AgentDefinition, run: RunRecord): void {
+    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
+    this.watcher.add(executor);
+    const done = executor.execute().finally(() => {
+      this.executors.delete(run.id);
+      this.watcher.delete(run.id);
+      // A place is free: take the next queued run now rather than at the next tick.
+      this.claimSoonAvailable();
+      // A resource kept over a pause stays live in this process; the next executor of the run reuses it.
+      if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
+      else this.resourceHolders.delete(run.id);
+      if (isTerminal(executor.current.status)) this.ctx.bus.forget(run.id);
+    });
+    this.executors.set(run.id, { executor, done });
+  }
+}

@@ -1,0 +1,69 @@
+import { applyControl, newCommand, type ControlHost, type ControlOptions } from "./control-command.js";
+import { IllegalTransitionError } from "./errors.js";
+import { settlePendingCommands } from "./pending-commands.js";
+import { isTerminal, type RunStatus } from "./status.js";
+import { statusEntry } from "./status-entry.js";
+
+const activeStatuses: RunStatus[] = ["queued", "running", "pausing", "paused", "cancelling", "halted"];
+
+/** The kill switch: every run in scope halted at once, in-flight calls aborted, no compensation. */
+export async function haltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<{ scope: string; halted: string[] }> {
+  const store = host.ctx.store;
+  const scope = options.agent ? `agent:${options.agent}` : "*";
+  const global = newCommand(host.ctx, "halt", null, options, { scope });
+  await store.setHalt({ scope, actor: global.actor, reason: global.reason, at: global.createdAt });
+  await store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
+  const halted: string[] = [];
+  const runs = await store.listRuns({ status: activeStatuses.filter((s) => s !== "halted"), agent: options.agent, limit: 100_000 });
+  for (const candidate of runs) {
+    const command = newCommand(host.ctx, "halt", candidate.id, options, { scope });
+    try {
+      await applyControl(host, candidate.id, command, async (run, now) => {
+        if (run.status === "halted") return { noop: true };
+        if (isTerminal(run.status)) return { refuse: new IllegalTransitionError(run.id, "halt", run.status) };
+        const since = run.runningSince;
+        return {
+          update: {
+            set: {
+              status: "halted",
+              statusReason: options.reason ?? `halted by ${command.actor}`,
+              pauseMode: null,
+              ...(since !== null ? { runningSince: null, activeMs: run.activeMs + now - since } : {}),
+            },
+            journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
+            appliedCommands: await settlePendingCommands(store, run.id, { pause: "superseded: halt", cancel: "superseded: halt" }, now),
+          },
+          applied: true,
+        };
+      });
+      halted.push(candidate.id);
+    } catch (error) {
+      if (!(error instanceof IllegalTransitionError)) throw error;
+    }
+  }
+  return { scope, halted };
+}
+
+/** Lifts the halt: halted runs become paused, and their owners decide what next. */
+export async function unhaltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<{ scope: string; paused: string[] }> {
+  const store = host.ctx.store;
+  const scope = options.agent ? `agent:${options.agent}` : "*";
+  const global = newCommand(host.ctx, "unhalt", null, options, { scope });
+  await store.clearHalt(scope);
+  await store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
+  const paused: string[] = [];
+  const remaining = await store.listHalts();
+  for (const candidate of await store.listRuns({ status: ["halted"], agent: options.agent, limit: 100_000 })) {
+    if (remaining.some((h) => h.scope === "*" || h.scope === `agent:${candidate.agent}`)) continue;
+    const command = newCommand(host.ctx, "unhalt", candidate.id, options, { scope });
+    await applyControl(host, candidate.id, command, async (run, now) => {
+      if (run.status !== "halted") return { noop: true };
+      return {
+        update: { set: { status: "paused", statusReason: "halt lifted", lease: null }, journal: [statusEntry(now, "halted", "paused", "halt lifted", { actor: command.actor })] },
+        applied: true,
+      };
+    });
+    paused.push(candidate.id);
+  }
+  return { scope, paused };
+}

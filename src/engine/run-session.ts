@@ -1,0 +1,288 @@
+import type { AgentDefinition } from "./agent.js";
+import type { EngineContext } from "./engine-context.js";
+import { LeaseLostError, SnapshotCorruptError, TetherError } from "./errors.js";
+import type { Json } from "./json.js";
+import { ResourceHolder } from "./resources.js";
+import { restoreState, type SnapshotWriter } from "./snapshot.js";
+import type { AgentState } from "./state.js";
+import type { EffectRecord, InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
+import type { CompensationContext } from "./tool.js";
+import { runCancellation } from "./compensation.js";
+import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
+import { statusEntry } from "./status-entry.js";
+
+export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
+
+/**
+ * One claimed run from the executor's side: the record as this worker last saw it, every write
+ * fenced by the lease's epoch (and carrying the lease on), the reaction to control commands
+ * written elsewhere, and the lifecycle moves every kind of agent shares (finish a pause,
+ * complete, fail, cancel with compensation, leave a halted run). How calls are planned and made
+ * is the subclass's: the step machine (`executor.ts`) or an async function (`function-executor.ts`).
+ */
+export abstract class RunSession {
+  protected run: RunRecord;
+  protected state!: AgentState;
+  protected writer!: SnapshotWriter;
+  readonly resources: ResourceHolder;
+  /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
+  protected readonly stopAll = new AbortController();
+  private lastRenewal: number;
+  /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
+  protected detached = false;
+
+  constructor(
+    protected readonly ctx: EngineContext,
+    protected readonly agent: AgentDefinition,
+    claimed: RunRecord,
+    /** Handles this process still holds for the run from an earlier executor (a resource kept over a pause). */
+    resources?: ResourceHolder,
+  ) {
+    this.run = claimed;
+    this.lastRenewal = ctx.clock.now();
+    this.resources = resources ?? new ResourceHolder(claimed.id, agent.resources ?? [], ctx.clock);
+  }
+
+  get runId(): string {
+    return this.run.id;
+  }
+
+  get current(): RunRecord {
+    return this.run;
+  }
+
+  /** Runs the agent until the run stops here: completed, failed, paused, cancelled, halted, or the lease lost. */
+  async execute(): Promise<void> {
+    try {
+      await this.drive(await this.load());
+    } catch (error) {
+      if (TetherError.isInstance(error) && error.code === "lease_lost") return;
+      await this.failUnexpectedly(error);
+    } finally {
+      this.abortCalls(new LeaseLostError(this.run.id));
+    }
+  }
+
+  /** Steps the run while it is running; `hasState` is false when its snapshot could not be read. */
+  protected abstract drive(hasState: boolean): Promise<void>;
+
+  /** Aborts every call in flight (a halt, a lost lease, a detach). */
+  protected abstract abortCalls(reason: unknown): void;
+
+  /** Reacts to the current record: a pause, cancel or halt reaching the calls in flight. */
+  protected abstract react(): void;
+
+  /** Stops executing here without changing the run: its lease lapses and any worker recovers it. */
+  detach(): void {
+    this.detached = true;
+    this.stopAll.abort("detached");
+    this.abortCalls("detached");
+  }
+
+  /** Called with a newer record of the run (a control command from this process, or a poll). */
+  observe(fresh: RunRecord): void {
+    if (fresh.version <= this.run.version) return;
+    if (fresh.epoch !== this.run.epoch) {
+      this.stopAll.abort(new LeaseLostError(this.run.id));
+      this.abortCalls(new LeaseLostError(this.run.id));
+      return;
+    }
+    this.adopt(fresh);
+  }
+
+  /**
+   * Takes a newer record as current. A control command may arrive in a record returned by this
+   * executor's own write (a progress note, a lease renewal), so every newer record is reacted to.
+   */
+  private adopt(fresh: RunRecord): void {
+    this.run = fresh;
+    this.ctx.bus.advanceTo(fresh.id, fresh.journalSeq);
+    this.ctx.bus.nudge(fresh.id);
+    this.react();
+  }
+
+  /** Shows what a pause or cancel waits for: the call that must finish first. */
+  protected async markWaiting(kind: "model" | "tool", inflight: InflightCall): Promise<void> {
+    // Since the call started, as the run view reports before this lands: the timer never jumps back.
+    await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: inflight.startedAt } } });
+  }
+
+  /** A lease renewal is due a third of the way through the lease. */
+  private renewalDue(now: number): boolean {
+    return this.run.lease !== null && now - this.lastRenewal > this.ctx.leaseMs / 3 && !this.stopAll.signal.aborted && !this.detached;
+  }
+
+  /** Called by the process's watcher: a run waiting in a long call keeps its lease. */
+  async renewLeaseIfDue(now: number): Promise<void> {
+    if (!this.renewalDue(now)) return;
+    try {
+      await this.write({});
+    } catch {
+      // A lost lease shows up as an epoch change and stops the run here.
+    }
+  }
+
+  /** Writes with this worker's fencing token; false when an expectation on status failed. */
+  protected async write(update: Omit<RunUpdate, "runId">): Promise<boolean> {
+    if (this.detached) throw new LeaseLostError(this.run.id);
+    // Every write of a working run carries the lease on: only a run that writes nothing for a
+    // third of its lease needs a write of its own (see renewLeaseIfDue).
+    const now = this.ctx.clock.now();
+    let renewLease: RunUpdate["renewLease"];
+    if (this.renewalDue(now)) {
+      this.lastRenewal = now;
+      renewLease = { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
+    }
+    const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
+    if (!result.ok) {
+      if (result.run.epoch !== this.run.epoch) {
+        this.stopAll.abort(new LeaseLostError(this.run.id));
+        throw new LeaseLostError(this.run.id);
+      }
+      this.observe(result.run);
+      return false;
+    }
+    if (result.run.version > this.run.version) this.adopt(result.run);
+    this.ctx.bus.publishJournal(result.journal);
+    return true;
+  }
+
+  protected now(): number {
+    return this.ctx.clock.now();
+  }
+
+  protected leavingRunning(): RunPatch {
+    const since = this.run.runningSince;
+    return { runningSince: null, activeMs: this.run.activeMs + (since === null ? 0 : this.now() - since) };
+  }
+
+  /** Reads the latest snapshot; false if it is corrupt, and the run was set aside or can only be cancelled. */
+  private async load(): Promise<boolean> {
+    try {
+      const restored = restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
+      this.state = restored.state;
+      this.writer = restored.writer;
+      return true;
+    } catch (error) {
+      if (!(error instanceof SnapshotCorruptError)) throw error;
+      // Nothing is deleted. Compensation needs no agent state, so a cancel goes on; anything else
+      // waits, paused, for a person to look at the store.
+      const from = this.run.status;
+      const at = this.now();
+      if (from === "cancelling") {
+        await this.write({ journal: [{ type: "recovery", at, data: { problem: error.message } }] });
+        return false;
+      }
+      if (from !== "running" && from !== "pausing") return false;
+      await this.write({
+        expect: { status: [from] },
+        set: { status: "paused", statusReason: `snapshot_corrupt: ${error.message}`, lease: null, waitingFor: null, pauseMode: null, ...this.leavingRunning() },
+        journal: [...(from === "running" ? [statusEntry(at, from, "pausing", "snapshot_corrupt")] : []), statusEntry(at, "pausing", "paused", "snapshot_corrupt")],
+      });
+      return false;
+    }
+  }
+
+  protected async requestPause(reason: string, entries: JournalInput[] = []): Promise<boolean> {
+    return this.write({
+      expect: { status: ["running"] },
+      set: { status: "pausing", statusReason: reason, pauseMode: "immediate" },
+      journal: [...entries, statusEntry(this.now(), "running", "pausing", reason)],
+    });
+  }
+
+  protected async acquireResources(): Promise<void> {
+    for await (const change of this.resources.acquireMissing(this.run.resources, this.stopAll.signal)) {
+      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
+    }
+  }
+
+  async releaseResources(forPause: boolean): Promise<{ released: string[]; failed: { name: string; error: string }[] }> {
+    const released: string[] = [];
+    const failed: { name: string; error: string }[] = [];
+    for await (const change of this.resources.release(this.run.resources, { forPause })) {
+      await this.write({ set: { resources: change.resources }, journal: [change.journal] });
+      if (change.failed) failed.push(change.failed);
+      else released.push(String(change.journal.data.name));
+    }
+    return { released, failed };
+  }
+
+  protected pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>> {
+    return settlePendingCommands(this.ctx.store, this.run.id, outcomes, this.now());
+  }
+
+  /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
+  protected async finishPause(): Promise<boolean> {
+    await this.releaseResources(true);
+    const reason = this.run.statusReason;
+    const ok = await this.write({
+      expect: { status: ["pausing"] },
+      set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), "pausing", "paused", reason)],
+      appliedCommands: await this.pendingCommands({ pause: "applied" }),
+    });
+    return ok;
+  }
+
+  protected async leaveHalted(): Promise<void> {
+    await this.releaseResources(true);
+    await this.write({ set: { lease: null, waitingFor: null, ...this.leavingRunning() } });
+  }
+
+  protected async complete(output: Json): Promise<boolean> {
+    await this.releaseResources(false);
+    return this.write({
+      expect: { status: ["running"] },
+      set: { status: "completed", output, lease: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), "running", "completed")],
+    });
+  }
+
+  protected async fail(code: string, message: string): Promise<void> {
+    await this.releaseResources(false).catch(() => undefined);
+    const from = this.run.status;
+    if (from !== "running" && from !== "pausing") {
+      // A cancel (or a halt) is not failed by an error here: give up the lease so a worker
+      // takes the run again at once instead of after the lease runs out.
+      await this.write({ set: { lease: null }, journal: [{ type: "recovery", at: this.now(), data: { problem: message, status: from } }] });
+      return;
+    }
+    await this.write({
+      expect: { status: [from] },
+      set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },
+      journal: [statusEntry(this.now(), from, "failed", code, { message })],
+      appliedCommands: await this.pendingCommands({ pause: "superseded: failed" }),
+    });
+  }
+
+  private async failUnexpectedly(error: unknown): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    try {
+      await this.fail(TetherError.isInstance(error) ? error.code : "internal_error", message);
+    } catch {
+      // The store is unreachable: the lease expires and another worker recovers the run.
+    }
+  }
+
+  /** How to undo a completed effect: by default its tool's `compensate`, found by name. */
+  protected compensatorFor(effect: EffectRecord): Compensator | undefined {
+    const tool = this.agent.tools?.find((t) => t.name === effect.tool);
+    return tool?.compensate ? (input, result, ctx) => tool.compensate!(input, result, ctx) : undefined;
+  }
+
+  protected async cancel(): Promise<void> {
+    await runCancellation({
+      ctx: this.ctx,
+      runId: this.run.id,
+      current: () => this.run,
+      write: (update) => this.write(update),
+      compensator: (effect) => this.compensatorFor(effect),
+      releaseResources: () => this.releaseResources(false),
+      compensationResource: (name) => this.resources.peek(name),
+      leavingRunning: () => this.leavingRunning(),
+      pendingCommands: (outcomes) => this.pendingCommands(outcomes),
+      stopSignal: this.stopAll.signal,
+    });
+  }
+}

@@ -1,0 +1,37 @@
+import { appendFileSync } from "node:fs";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { stepCountIs, streamText, tool } from "ai";
+import { z } from "zod";
+import { durableAgent } from "../../src/index.js";
+
+/**
+ * An ordinary AI SDK agent (`streamText` with a tool and `stopWhen`) made durable by the two
+ * lines the docs show: `ctx.aiSdk.model(...)` and `ctx.aiSdk.tools(...)`. Every execution of the
+ * tool is appended to `toolLogPath`, so a test in another process counts them.
+ */
+export function aiSdkResearcher(baseURL: string, toolLogPath: string) {
+  const provider = createOpenAICompatible({ name: "wire", baseURL, includeUsage: true });
+  return durableAgent({
+    name: "ai-sdk-researcher",
+    input: z.object({ question: z.string() }),
+    run: async (ctx, { question }) => {
+      const result = streamText({
+        model: ctx.aiSdk.model(provider("wire-model")),
+        system: "You look words up.",
+        prompt: question,
+        tools: ctx.aiSdk.tools({
+          lookup: tool({
+            description: "Look a word up",
+            inputSchema: z.object({ query: z.string() }),
+            execute: async ({ query }) => {
+              appendFileSync(toolLogPath, `${JSON.stringify({ query, pid: process.pid })}\n`);
+              return { definition: `${query}: a word` };
+            },
+          }),
+        }),
+        stopWhen: stepCountIs(5),
+      });
+      return { text: await result.text, steps: (await result.steps).length };
+    },
+  });
+}
