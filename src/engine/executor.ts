@@ -7,10 +7,11 @@ import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { modelKey, type TetherModel } from "./model.js";
 import type { ResourceHolder } from "./resources.js";
-import type { InflightCall, JournalInput, RunPatch, RunRecord, SteeringMessage } from "./store.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { RunSession } from "./run-session.js";
+import { undeliveredSteering } from "./steering.js";
 import { planRecovery } from "./recovery.js";
 import { statusEntry } from "./status-entry.js";
 import { callEntry, partialText } from "./call-journal.js";
@@ -24,10 +25,7 @@ function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
 }
 
-/** The messages a person sent that the agent has not received yet. */
-export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
-  return run.steering ? run.steering.messages.slice(run.steering.delivered) : [];
-}
+export { undeliveredSteering } from "./steering.js";
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
