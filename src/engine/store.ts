@@ -450,6 +450,12 @@ export interface Store {
    */
   watchRuns?(onChange: (runId: string) => void): Promise<() => void>;
 
+  /**
+   * Optional: the records of these runs that exist, read together (one round trip where the store
+   * can). A worker's watcher reads the runs `watchRuns` named with it; without it, `getRun` each.
+   */
+  getRuns?(runIds: readonly string[]): Promise<RunRecord[]>;
+
   /** Optional, cheap: the stored `version` of each of these runs that exists. */
   runVersions?(runIds: readonly string[]): Promise<Map<string, number>>;
 
