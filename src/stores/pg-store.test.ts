@@ -129,6 +129,65 @@ describe("PostgresStore", () => {
     }
   });
 
+  it("writes the steps waiting for a busy pool together: each run's own messages and journal, a moved run retried, a fenced one refused", async () => {
+    const db = tempPostgres();
+    // One connection: the steps of ten runs wait for it and go in one statement.
+    const worker = await new PostgresStore({ connectionString: db.url, schema: db.schema, poolSize: 1 }).open();
+    const other = await db.open().open();
+    try {
+      const writers: SnapshotWriter[] = [];
+      const epochs: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const { writer, write } = SnapshotWriter.forNewRun({ messages: [], vars: {} }, i, 0);
+        await worker.createRun(
+          { id: `run_${i}`, agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: i },
+          write,
+          [{ type: "run.created", at: i, data: {} }],
+        );
+        writer.commit();
+        writers.push(writer);
+        epochs.push((await worker.update({ runId: `run_${i}`, claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 10, data: {} }] })).run.epoch);
+      }
+      await other.update({ runId: "run_3", set: { statusReason: "noted" }, journal: [{ type: "status", at: 11, data: {} }] });
+      await other.update({ runId: "run_4", claim: { workerId: "w2", until: 10_000 }, journal: [{ type: "status", at: 12, data: {} }] });
+      const results = await Promise.all(
+        writers.map((writer, i) =>
+          worker.update({
+            runId: `run_${i}`,
+            expect: { epoch: epochs[i] },
+            set: { step: 1 },
+            journal: [
+              { type: "call.completed", at: 20, callSeq: 1, data: { i } },
+              { type: "call.started", at: 20, callSeq: 2, data: { i } },
+            ],
+            snapshot: writer.prepare({ messages: [{ role: "user", content: `hello ${i}` }, { role: "assistant", content: `hi ${i}` }], vars: { i } }, 1, 20),
+          }),
+        ),
+      );
+      expect(results.map((r) => r.ok)).toEqual([true, true, true, true, false, true, true, true, true, true]);
+      for (let i = 0; i < 10; i++) {
+        const journal = await other.readJournal(`run_${i}`);
+        const state = await other.loadState(`run_${i}`);
+        if (i === 4) {
+          expect(journal.map((e) => e.type)).toEqual(["run.created", "status", "status"]);
+          expect(state.messages).toEqual([]);
+          continue;
+        }
+        expect(journal.map((e) => e.seq)).toEqual(journal.map((_, n) => n + 1));
+        expect(journal.slice(-2).map((e) => [e.type, e.data])).toEqual([
+          ["call.completed", { i }],
+          ["call.started", { i }],
+        ]);
+        expect(state.messages.map((m) => JSON.parse(m).content)).toEqual([`hello ${i}`, `hi ${i}`]);
+        expect(JSON.parse(state.varsJson)).toEqual({ i });
+        expect(await other.getRun(`run_${i}`)).toMatchObject({ step: 1, ...(i === 3 ? { statusReason: "noted" } : {}) });
+      }
+    } finally {
+      await worker.close();
+      await db.cleanup();
+    }
+  });
+
   it("renews the leases due together, each only for its holder, including a run another process wrote meanwhile", async () => {
     const db = tempPostgres();
     try {

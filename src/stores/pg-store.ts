@@ -79,6 +79,8 @@ export class PostgresStore implements Store {
   private readonly channel: string;
   private readonly cache = new Map<string, CachedRun>();
   private renewals: Renewal[] = [];
+  /** Steps waiting for the main pool, in the order they came (see `stepTogether`). */
+  private readonly steps = new Set<StepWrite>();
   private readonly mainSize: number;
   private mainBusy = 0;
   private readonly mainQueue: { resolve: (turn: boolean) => void; stale: Stale | undefined }[] = [];
@@ -171,9 +173,13 @@ export class PostgresStore implements Store {
 
   /** A newer row of `runId` was read: its queued statements that can only fail leave the queue now. */
   private dropStale(runId: string): void {
-    if (!this.mainQueue.some((w) => w.stale?.runId === runId)) return;
+    if (this.mainQueue.some((w) => w.stale?.runId === runId)) this.dropWhere((w) => w.stale?.runId === runId && w.stale.check());
+  }
+
+  /** Takes the waiters that match out of the main pool's queue, with no turn. */
+  private dropWhere(drop: (waiting: { stale: Stale | undefined }) => boolean): void {
     const kept = this.mainQueue.filter((w) => {
-      if (w.stale?.runId !== runId || !w.stale.check()) return true;
+      if (!drop(w)) return true;
       w.resolve(false);
       return false;
     });
@@ -403,6 +409,11 @@ export class PostgresStore implements Store {
     // A newer row of the run, read here while this write waited for the main pool (a pause
     // notified): the statement could only fail, so it is not sent.
     const newer = { runId: update.runId, check: () => (this.cache.get(update.runId)?.version ?? 0) > current.version };
+    // The executing worker's steps on the main pool are written together with the others waiting.
+    const simple = !update.effects?.length && !update.insertCommand && !update.appliedCommands?.length && !update.claim;
+    if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
+      return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, plan, newer });
+    }
     const result = await this.queryUnless<{ doc: string; version: number | null; vars_seq: number; status: string }>(newer, `WITH ${ctes.join(",\n")} ${select}`, params, lane);
     if (!result) {
       return { current: this.cache.get(update.runId) ?? (await this.readRow(update.runId)) };
@@ -421,6 +432,119 @@ export class PostgresStore implements Store {
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
     return { written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } };
+  }
+
+  /**
+   * A step of the executing worker (a write fenced by its epoch, with no effects or commands) on
+   * the main pool. It waits for a connection like any statement; the step that gets one writes
+   * every step waiting then (up to `maxStepBatch`, one per run since a run's writes go one after
+   * another) in one statement: one round trip and one commit for all of them, each run's row moving
+   * only from the version its step was planned on. Under no load a step is written alone at once.
+   */
+  private async stepTogether(step: Omit<StepWrite, "taken" | "done" | "finish">): Promise<StepOutcome> {
+    let finish!: (outcome: StepOutcome | Error) => void;
+    const done = new Promise<StepOutcome | Error>((resolve) => (finish = resolve));
+    const mine: StepWrite = { ...step, taken: false, done, finish };
+    this.steps.add(mine);
+    const turn = await this.mainTurn({ runId: step.runId, check: () => mine.taken || step.newer.check() }).catch((error: unknown) => {
+      this.steps.delete(mine);
+      throw error;
+    });
+    if (!turn) {
+      if (!mine.taken) {
+        // A newer row came meanwhile: not sent.
+        this.steps.delete(mine);
+        return { current: this.cache.get(step.runId) ?? (await this.readRow(step.runId)) };
+      }
+    } else {
+      const batch: StepWrite[] = [];
+      for (const waiting of this.steps) {
+        if (batch.length >= maxStepBatch) break;
+        if (waiting !== mine && waiting.newer.check()) continue;
+        waiting.taken = true;
+        this.steps.delete(waiting);
+        batch.push(waiting);
+      }
+      if (!mine.taken) {
+        mine.taken = true;
+        this.steps.delete(mine);
+        batch.push(mine);
+      }
+      // The others taken leave the queue now rather than when their turn would have come.
+      this.dropWhere((waiting) => waiting.stale?.check() === true);
+      try {
+        await this.writeSteps(batch);
+      } finally {
+        this.mainDone();
+      }
+    }
+    const outcome = await done;
+    if (outcome instanceof Error) throw outcome;
+    return outcome;
+  }
+
+  private async writeSteps(batch: StepWrite[]): Promise<void> {
+    batch.sort((a, b) => (a.runId < b.runId ? -1 : 1));
+    const runs = batch.map(({ record, doc, prev, fence, plan }) => ({
+      id: record.id,
+      prev,
+      fence,
+      doc,
+      status: record.status,
+      updated_at: record.updatedAt,
+      lease_until: record.lease?.until ?? null,
+      epoch: record.epoch,
+      version: record.version,
+      vars_seq: plan.varsSeq,
+      updated_bucket: updatedBucket(record.updatedAt),
+    }));
+    const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
+    const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body })) : []));
+    const s = this.s;
+    const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint)),
+      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket
+        FROM x WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
+      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq
+        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int)
+        WHERE y.run_id IN (SELECT id FROM upd)),
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body)
+        SELECT y.run_id, y.idx, y.body FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text) WHERE y.run_id IN (SELECT id FROM upd))
+      SELECT id, NULL::text AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
+      UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id NOT IN (SELECT id FROM upd)`;
+    let rows: { id: string; doc: string | null; version: number | null; vars_seq: number | null; status: string | null }[];
+    try {
+      // This step holds a turn of the main pool: the statement goes straight to it.
+      rows = (await this.query<(typeof rows)[number]>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages)], this.pool)).rows;
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0].finish(error as Error);
+        return;
+      }
+      // A failed statement (a deadlock with a worker that lost its lease) fails no step: each is written alone.
+      for (const step of batch) {
+        await this.writeSteps([step]).catch((e: unknown) => step.finish(e as Error));
+      }
+      return;
+    }
+    const found = new Map(rows.map((row) => [row.id, row]));
+    for (const step of batch) {
+      const row = found.get(step.runId);
+      if (!row) {
+        this.cache.delete(step.runId);
+        step.finish({ current: undefined });
+      } else if (row.version !== null) {
+        const current = { doc: row.doc!, version: row.version, varsSeq: row.vars_seq!, status: row.status! };
+        this.remember(step.runId, current);
+        step.finish({ current });
+      } else {
+        const { record, doc, plan } = step;
+        this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
+        if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
+        step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+      }
+    }
   }
 
   /** Numbers the entries on from the run's last; the snapshot goes on the last of them. */
@@ -810,6 +934,26 @@ export class PostgresStore implements Store {
 /** The statuses whose writes take the control lane. */
 function controlled(status: string): boolean {
   return status === "pausing" || status === "paused" || status === "cancelling" || status === "halted";
+}
+
+/** Steps written in one statement at most. */
+const maxStepBatch = 64;
+
+type StepOutcome = { written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined };
+
+interface StepWrite {
+  runId: string;
+  /** The version the step was planned on, and the epoch that fences it. */
+  prev: number;
+  fence: number;
+  record: RunRecord;
+  doc: string;
+  plan: WritePlan;
+  newer: Stale;
+  /** In a statement (its own or another step's). */
+  taken: boolean;
+  done: Promise<StepOutcome | Error>;
+  finish(outcome: StepOutcome | Error): void;
 }
 
 interface Renewal {
