@@ -31,7 +31,7 @@ export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.
 export { SqliteStore, type SqliteStoreOptions, type SqliteStoreConstructor } from "./sqlite-store-types.js";
 export { optionalPeers } from "./engine/optional-import.js";
 export { openStore, storeLocation, describeLocation, defaultPostgresSchema, type StoreLocation } from "./stores/open-store.js";
-export { SimulatedModel, genericScript, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
+export { SimulatedModel, genericScript, scriptedTurns, tokenize, type SimulatedModelOptions, type SimulatedScript, type SimulatedTurn, type ScriptContext } from "./models/simulated-model.js";
 export { ModelRegistry, type ModelFactory } from "./models/model-registry.js";
 export { aiSdkModel, type AiSdkModelOptions, type AiSdkCallSettings, type AiSdkLanguageModel, type AiSdkJsonValue } from "./models/ai-sdk-model.js";
 export { createModelRegistry, parseOpenAICompatible, type ModelRegistryOptions } from "./models/providers.js";

@@ -67,6 +67,13 @@ export interface StepAgentDefinition extends AgentBase {
    * asks for every such call of the turn at once, and continues once all are decided.
    */
   upcomingToolCalls?(state: Readonly<AgentState>): (Action & { type: "tool" })[];
+  /**
+   * Optional: whether the tool calls `upcomingToolCalls` lists may run at once. `true` (up to 8
+   * in flight), a number (that many at most), or `false`/absent: one after another. Each call is
+   * still journaled, committed and keyed on its own, in the turn's order; a call that may need
+   * approval is never started alongside others.
+   */
+  parallelToolCalls?: boolean | number;
   apply(state: AgentState, action: Action, outcome: Outcome): ApplyResult;
 }
 

@@ -21,8 +21,8 @@ function counting(store: SqliteStore): { store: SqliteStore; reads: () => number
   return { store: observed, reads: () => reads };
 }
 
-describe("an executing run polling for control from other processes", () => {
-  it("reads the run only when the store changed, and still sees another connection's pause at once", async () => {
+describe("an executing run polling for control written through another store connection (one process)", () => {
+  it("reads the run only when the store changed, and still sees a pause written through a second connection", async () => {
     const ledger = new Ledger();
     const agent = sequenceAgent({
       name: "slow",
@@ -40,7 +40,7 @@ describe("an executing run polling for control from other processes", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(counted.reads() - before).toBeLessThanOrEqual(2);
 
-    // Another connection (another process, as far as SQLite knows) pauses the run.
+    // A second connection in this process (SQLite cannot tell it from another process's) pauses the run.
     const other = h.open({ store: sqlite.open() });
     await other.pause(run.id, { actor: "bob", reason: "from elsewhere" });
     const noticed = await h.runtime.waitFor(run.id, (r) => r.status === "pausing" && r.waitingFor !== null, { timeoutMs: 1_000 });
