@@ -9,7 +9,8 @@ import type { FunctionAgentDefinition } from "./function-agent.js";
 
 /** What the agent wants to do next; every `model` and `tool` action passes the call gate. */
 export type Action =
-  | { type: "model"; request: ModelRequest }
+  /** `model` picks this call's model (a model string or object); default: the run's, else the agent's. */
+  | { type: "model"; request: ModelRequest; model?: TetherModel | string }
   | { type: "tool"; toolCallId: string; toolName: string; input: Json }
   | { type: "done"; output: Json };
 

@@ -346,7 +346,7 @@ export class RunExecutor extends RunSession {
     const entries: JournalInput[] = [];
     for (const [index, { action, repeats }] of admitted.entries()) {
       const callSeq = first + index;
-      const name = action.type === "model" ? modelKey(this.model()) : action.toolName;
+      const name = action.type === "model" ? modelKey(this.model(action)) : action.toolName;
       // A model request carries the whole conversation, and recovery never re-uses it (an
       // interrupted model call is re-planned from the snapshot), so only its type is kept: the
       // run record, rewritten on every update, stays the same size however long the history.
@@ -399,8 +399,9 @@ export class RunExecutor extends RunSession {
     return { repeats, tripped };
   }
 
-  private model(): TetherModel {
-    return this.ctx.resolveModel(this.run.model ?? this.agent.model);
+  /** The call's own model if the action names one, else the run's, else the agent's. */
+  private model(action?: Action): TetherModel {
+    return this.ctx.resolveModel((action?.type === "model" ? action.model : undefined) ?? this.run.model ?? this.agent.model);
   }
 
   private async perform(action: Action & { type: "model" | "tool" }, inflight: InflightCall): Promise<void> {
@@ -419,7 +420,7 @@ export class RunExecutor extends RunSession {
   }
 
   private async performModel(action: Action & { type: "model" }, inflight: InflightCall, signal: AbortSignal): Promise<void> {
-    const model = this.model();
+    const model = this.model(action);
     const key = modelKey(model);
     const runId = this.run.id;
     const { callSeq } = inflight;
