@@ -35,7 +35,7 @@ const hints: Record<string, string> = {
   halted: "lift the halt with `tether unhalt`",
   approval_pending: "decide each call with `tether approve <run> --call N` or `tether reject <run> --call N --note <why>`",
   no_pending_approval: "see what the run waits for with `tether show <run>`",
-  store_corrupt: "nothing was deleted; `tether verify` lists every damaged row (restore the file from a backup, or fork the runs that are intact)",
+  store_corrupt: "restore the file from a backup, or fork the damaged runs from a step before the damage",
   store_too_new: "a newer Tether wrote this store: upgrade tether-runtime, or point --db at another file",
   unauthorized: "pass --token or set TETHER_TOKEN (an admin creates one with `tether token create --role operator --name <you>`)",
   forbidden: "use a token with a higher role (viewer < operator < admin)",
