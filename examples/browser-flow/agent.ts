@@ -38,6 +38,9 @@ export function browserFlowAgent(options: BrowserFlowOptions): AgentDefinition {
       "You operate a web browser. Read a page before acting on it, fill in every field a form asks for from the task, submit a form only once, and confirm the result.",
     model: new SimulatedModel({ script: browserFlowScript, tokensPerSecond: options.tokensPerSecond ?? 40, modelId: "sim-1" }),
     tools: browserTools(site),
+    // Every tool acts on the one page: filling several fields at once makes them steal each
+    // other's focus (the form is then refused), so a turn's calls run one after another.
+    parallelToolCalls: false,
     resources: [browserSession({ executablePath: options.chromiumPath ?? process.env.TETHER_CHROMIUM })],
     maxTurns: 16,
     budgets: { maxSteps: 50, maxTokens: 60_000, maxCostUsd: 0.5, maxWallTimeMs: 10 * 60_000, maxRepeatedToolCalls: 3 },

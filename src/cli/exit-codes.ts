@@ -18,6 +18,7 @@ const byErrorCode: Record<string, number> = {
   no_pending_approval: exitCode.conflict,
   approval_pending: exitCode.conflict,
   store_corrupt: exitCode.corrupt,
+  version_mismatch: exitCode.conflict,
   invalid_input: exitCode.usage,
   invalid_state_patch: exitCode.usage,
   unknown_model: exitCode.usage,

@@ -103,8 +103,10 @@ export function showRun(run: RunView, now: number, storage?: RunStorage): string
   row("input", shortJson(run.input, 100));
   if (run.model) row("model", run.model);
   if (run.forkedFrom) row("forked", `from ${run.forkedFrom.runId} at step ${run.forkedFrom.step}`);
-  if (run.inflight) {
-    row("in flight", `${run.inflight.kind} ${run.inflight.name} (call ${run.inflight.callSeq})${run.inflight.uncertain ? " UNCERTAIN: may or may not have happened" : ""}`);
+  // Calls made at once (`inflightCalls`) are listed one row each; `inflight` carries a person's pending decision.
+  const inflight = run.inflightCalls?.length ? run.inflightCalls.map((c) => (c.callSeq === run.inflight?.callSeq ? run.inflight : c)) : run.inflight ? [run.inflight] : [];
+  for (const call of inflight) {
+    row("in flight", `${call.kind} ${call.name} (call ${call.callSeq})${call.uncertain ? " UNCERTAIN: may or may not have happened" : ""}`);
   }
   if (run.waitingForMs !== null) row("waiting", `${formatDuration(run.waitingForMs)} on ${run.waitingFor?.kind ?? run.inflight?.kind} ${run.waitingFor?.name ?? run.inflight?.name}`);
   for (const a of run.approvals ?? []) {

@@ -10,6 +10,7 @@ import type {
   DeltaData,
   EditStateBody,
   ErrorBody,
+  ForkBody,
   HaltBody,
   PruneBody,
   PruneResponse,
@@ -164,8 +165,9 @@ export class TetherClient {
     return this.request("POST", `/runs/${encodeURIComponent(runId)}/reject`, body);
   }
 
-  async fork(runId: string, options: { fromStep: number }): Promise<RunView> {
-    return (await this.request<{ run: RunView }>("POST", `/runs/${encodeURIComponent(runId)}/fork`, { fromStep: options.fromStep })).run;
+  async fork(runId: string, options: { fromStep: number; currentVersion?: boolean }): Promise<RunView> {
+    const body: ForkBody = { fromStep: options.fromStep, ...(options.currentVersion ? { currentVersion: true } : {}) };
+    return (await this.request<{ run: RunView }>("POST", `/runs/${encodeURIComponent(runId)}/fork`, body)).run;
   }
 
   halts(): Promise<HaltsResponse> {

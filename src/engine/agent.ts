@@ -9,7 +9,8 @@ import type { FunctionAgentDefinition } from "./function-agent.js";
 
 /** What the agent wants to do next; every `model` and `tool` action passes the call gate. */
 export type Action =
-  | { type: "model"; request: ModelRequest }
+  /** `model` picks this call's model (a model string or object); default: the run's, else the agent's. */
+  | { type: "model"; request: ModelRequest; model?: TetherModel | string }
   | { type: "tool"; toolCallId: string; toolName: string; input: Json }
   | { type: "done"; output: Json };
 
@@ -44,6 +45,12 @@ export interface AgentBase {
   staleAfterMs?: number;
   /** Refresh a stale state instead of refusing; return the refreshed state. */
   onStale?(state: AgentState, reasons: string[]): Promise<AgentState> | AgentState;
+  /**
+   * Versions of this agent whose paused runs this version may continue: exact versions (`"1.2.0"`)
+   * or patterns (`"1.x"`, `"1.2.x"`). A run started under any other version is refused with
+   * `version_mismatch` (fork it onto this version instead). Default: only its own version.
+   */
+  compatibleWith?: readonly string[];
   init(input: Json): AgentState;
 }
 
@@ -61,6 +68,13 @@ export interface StepAgentDefinition extends AgentBase {
    * asks for every such call of the turn at once, and continues once all are decided.
    */
   upcomingToolCalls?(state: Readonly<AgentState>): (Action & { type: "tool" })[];
+  /**
+   * Optional: whether the tool calls `upcomingToolCalls` lists may run at once. `true` (up to 8
+   * in flight), a number (that many at most), or `false`/absent: one after another. Each call is
+   * still journaled, committed and keyed on its own, in the turn's order; a call that may need
+   * approval is never started alongside others.
+   */
+  parallelToolCalls?: boolean | number;
   apply(state: AgentState, action: Action, outcome: Outcome): ApplyResult;
 }
 

@@ -6,7 +6,10 @@ import type { ApprovalRequest, RunRecord } from "./store.js";
 
 /** The resume's stale check, for a run that continues once its approvals are decided. */
 function approvalStaleCheck(ctx: EngineContext): StaleCheck {
-  return (run, now) => staleReasons(ctx, run, ctx.agents.get(run.agent), now);
+  return async (run, now) => {
+    const agent = ctx.agents.get(run.agent);
+    return agent ? staleReasons(ctx, run, agent, now) : undefined;
+  };
 }
 
 /** A run its decisions set running again is claimed here, if this process executes runs. */

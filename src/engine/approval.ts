@@ -105,8 +105,11 @@ function decidedEntry(request: ApprovalRequest, decision: ApprovalDecision, extr
   };
 }
 
-/** Why the run's snapshot is stale now (the runtime's stale check); empty when it is not. */
-export type StaleCheck = (run: RunRecord, now: number) => Promise<string[]>;
+/**
+ * Why the run's snapshot is stale now (the runtime's stale check); empty when it is not, and
+ * undefined when this process does not have the agent's code (the worker that claims the run checks).
+ */
+export type StaleCheck = (run: RunRecord, now: number) => Promise<string[] | undefined>;
 
 /**
  * The run once these approvals are in: if none waits any more and the run is paused for them,
@@ -118,12 +121,12 @@ async function continueIfDecided(run: RunRecord, approvals: ApprovalRequest[], n
   const waiting = approvals.some((a) => !a.decision);
   if (waiting || run.status !== "paused" || !run.statusReason?.startsWith(approvalRequired)) return { set: { approvals }, journal: [] };
   const reasons = stale ? await stale(run, now) : [];
-  if (reasons.length) {
+  if (reasons?.length) {
     const statusReason = `stale_snapshot: ${reasons.join("; ")}`;
     return { set: { approvals, statusReason }, journal: [{ type: "recovery", at: now, data: { problem: statusReason, after: "approvals decided", next: "resume (the stale check runs again), or resume with force" } }] };
   }
   return {
-    set: { approvals, status: "running", statusReason: null, lease: null, runningSince: now },
+    set: { approvals, status: "running", statusReason: null, lease: null, runningSince: now, uncheckedResume: reasons ? null : { actor, at: now } },
     journal: [statusEntry(now, "paused", "running", "approvals decided", { actor })],
   };
 }

@@ -1,3 +1,5 @@
+import type { AgentDefinition } from "./agent.js";
+import { checkClaimed, needsClaimCheck } from "./claim-checks.js";
 import type { EngineContext } from "./engine-context.js";
 import { createExecutor } from "./executors.js";
 import type { ResourceHolder } from "./resources.js";
@@ -14,6 +16,8 @@ import type { JournalInput, RunRecord, RunUpdate, UpdateResult } from "./store.j
 export class RunClaims {
   /** The runs this process executes now, each with the promise that settles when it stops. */
   readonly executors = new Map<string, { executor: RunSession; done: Promise<void> }>();
+  /** Runs claimed here whose checks before the first call (claim-checks.ts) are under way. */
+  readonly checking = new Map<string, Promise<void>>();
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
@@ -53,10 +57,11 @@ export class RunClaims {
       const now = this.ctx.clock.now();
       const store = this.ctx.store;
       const halts = await store.listHalts();
-      const room = this.concurrency - this.executors.size;
+      const room = this.concurrency - this.size;
       if (room <= 0) return;
       const wanted = (run: RunRecord) =>
-        !this.executors.has(run.id) && this.ctx.agents.has(run.agent) && (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`));
+        !this.executors.has(run.id) &&
+        !this.checking.has(run.id) && this.ctx.agents.has(run.agent) && (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`));
       if (store.claimRuns) {
         // The store locks what it hands out: workers looking at once get different runs.
         const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => (wanted(run) ? this.claimUpdate(run, now) : undefined));
@@ -64,7 +69,7 @@ export class RunClaims {
         return;
       }
       for (const run of await store.findClaimable(now, Math.min(room, 50))) {
-        if (this.executors.size >= this.concurrency) break;
+        if (this.size >= this.concurrency) break;
         if (wanted(run)) await this.tryClaim(run);
       }
     } catch {
@@ -80,17 +85,17 @@ export class RunClaims {
   /** Takes the run's lease (fencing epoch + 1) and executes it in this process. */
   private async tryClaim(candidate: RunRecord): Promise<void> {
     let run = candidate;
-    const previous = this.executors.get(run.id);
+    const previous = this.executors.get(run.id)?.done ?? this.checking.get(run.id);
     if (previous) {
       // A run resumed the moment its pause landed: the executor that paused it is still winding down.
-      await previous.done;
+      await previous;
       const fresh = await this.ctx.store.getRun(run.id);
       if (!fresh) return;
       run = fresh;
     }
-    if (this.executors.has(run.id) || this.state.closed()) return;
+    if (this.executors.has(run.id) || this.checking.has(run.id) || this.state.closed()) return;
     // Full: the run waits in the store, and this worker's next look (or any other worker) takes it.
-    if (this.executors.size >= this.concurrency) return;
+    if (this.size >= this.concurrency) return;
     if (!this.ctx.agents.has(run.agent)) return;
     const now = this.ctx.clock.now();
     const update = this.claimUpdate(run, now);
@@ -118,12 +123,30 @@ export class RunClaims {
     };
   }
 
-  /** Executes a run this worker has just claimed. */
+  /** Runs executed or being checked here: what `concurrency` bounds. */
+  get size(): number {
+    return this.executors.size + this.checking.size;
+  }
+
+  /** Executes a run this worker has just claimed, after the checks it needs first (claim-checks.ts). */
   private startExecuting(result: UpdateResult & { ok: true }): void {
     const run = result.run;
     const agent = this.ctx.agents.get(run.agent);
-    if (!agent || this.executors.has(run.id)) return;
+    if (!agent || this.executors.has(run.id) || this.checking.has(run.id)) return;
     this.ctx.bus.publishJournal(result.journal);
+    if (!needsClaimCheck(agent, run)) return this.execute(agent, run);
+    const checked = checkClaimed(this.ctx, agent, run)
+      .catch(() => undefined)
+      .then((ready) => {
+        this.checking.delete(run.id);
+        // Failed or paused by a check: the lease lapses or was let go, and the place is free.
+        if (ready && !this.state.closed()) this.execute(agent, ready);
+        else this.claimSoonAvailable();
+      });
+    this.checking.set(run.id, checked);
+  }
+
+  private execute(agent: AgentDefinition, run: RunRecord): void {
     const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {

@@ -98,7 +98,9 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
   const resources = await host.releaseResources();
   const all = await ctx.store.listEffects(runId);
   const run = host.current();
-  const uncertain = run.inflight ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name, reason: run.inflight.uncertain ? "uncertain_effect" : "in flight when cancelled" }] : [];
+  // Every call still in flight (several when calls ran at once); `inflight` carries the uncertain mark.
+  const inflight = run.inflightCalls?.length ? run.inflightCalls.map((c) => (run.inflight?.callSeq === c.callSeq ? run.inflight : c)) : run.inflight ? [run.inflight] : [];
+  const uncertain = inflight.map((c) => ({ callSeq: c.callSeq, tool: c.name, reason: c.uncertain ? "uncertain_effect" : "in flight when cancelled" }));
   const report: CancelReport = {
     compensated: all.filter((e) => e.state === "compensated").sort((a, b) => b.callSeq - a.callSeq).map((e) => ({ callSeq: e.callSeq, tool: e.tool })),
     failed: all.filter((e) => e.state === "failed").map((e) => ({ callSeq: e.callSeq, tool: e.tool, error: e.error ?? "" })),

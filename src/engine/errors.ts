@@ -20,6 +20,7 @@ export const errorCodes = [
   "already_decided",
   "no_pending_approval",
   "approval_pending",
+  "version_mismatch",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -253,5 +254,17 @@ export class ApprovalPendingError extends TetherError {
       { runId, pending },
     );
     this.name = "ApprovalPendingError";
+  }
+}
+
+/** A paused run started under another version of its agent than the one that would continue it. */
+export class VersionMismatchError extends TetherError {
+  constructor(runId: string, agent: string, runVersion: string, currentVersion: string, command = "resume") {
+    super(
+      "version_mismatch",
+      `cannot ${command} run ${runId}: it was started by ${agent} version ${runVersion}, and this code has version ${currentVersion}; declare the change compatible (compatibleWith: ["${runVersion}"] on the agent) or fork the run onto version ${currentVersion} (fork(id, { fromStep, currentVersion: true }), \`tether fork ${runId} --from <step> --current-version\`)`,
+      { runId, agent, runVersion, currentVersion },
+    );
+    this.name = "VersionMismatchError";
   }
 }

@@ -7,10 +7,11 @@ import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { modelKey, type TetherModel } from "./model.js";
 import type { ResourceHolder } from "./resources.js";
-import type { InflightCall, JournalInput, RunPatch, RunRecord, SteeringMessage } from "./store.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { RunSession } from "./run-session.js";
+import { undeliveredSteering } from "./steering.js";
 import { planRecovery } from "./recovery.js";
 import { statusEntry } from "./status-entry.js";
 import { callEntry, partialText } from "./call-journal.js";
@@ -24,16 +25,35 @@ function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
 }
 
-/** The messages a person sent that the agent has not received yet. */
-export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
-  return run.steering ? run.steering.messages.slice(run.steering.delivered) : [];
-}
+export { undeliveredSteering } from "./steering.js";
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-type CallInFlight = { kind: "model" } | { kind: "tool"; tool: AnyTool | undefined };
+/** A call between its `started` and its settling. */
+interface LiveCall {
+  kind: "model" | "tool";
+  tool: AnyTool | undefined;
+  controller: AbortController;
+  inflight: InflightCall;
+}
+
+/** A call the gate lets through, with how many times in a row it repeats the previous tool call. */
+type Admitted = { action: Action & { type: "model" | "tool" }; repeats: number };
+
+/** A call whose `started` is journaled, to perform. */
+type Started = { action: Action & { type: "model" | "tool" }; inflight: InflightCall };
+
+/** How many tool calls of one turn a step agent may have in flight at once (1: one after another). */
+export function parallelLimit(setting: boolean | number | undefined): number {
+  if (setting === undefined || setting === false) return 1;
+  if (setting === true) return defaultParallelToolCalls;
+  return Math.max(1, Math.floor(setting));
+}
+
+/** The limit when an agent says `parallelToolCalls: true`. */
+export const defaultParallelToolCalls = 8;
 
 /**
  * Executes one claimed run until it stops: completed, failed, paused, cancelled or halted.
@@ -43,35 +63,59 @@ type CallInFlight = { kind: "model" } | { kind: "tool"; tool: AnyTool | undefine
 export class RunExecutor extends RunSession {
   declare protected readonly agent: StepAgentDefinition;
   private readonly tools: Map<string, AnyTool>;
-  private callAbort: AbortController | null = null;
-  private inFlight: CallInFlight | null = null;
-  /** A call whose `started` was journaled with the previous outcome; the loop performs it next. */
-  private chained: { action: Action & { type: "model" | "tool" }; inflight: InflightCall } | null = null;
+  /** The calls in flight, by call sequence: one, or several tool calls of one model turn. */
+  private readonly live = new Map<number, LiveCall>();
+  /** Calls whose `started` was journaled with the previous outcome; the loop performs them next. */
+  private chained: Started[] | null = null;
+  /** Writes that patch from the record go one at a time while several calls are in flight: each starts from the record the previous one left. */
+  private writes: Promise<unknown> = Promise.resolve();
+  private readonly parallel: number;
   /** The run's resources are held: from then on the loop may start calls (and chain them). */
   private resourcesReady = false;
 
   constructor(ctx: EngineContext, agent: StepAgentDefinition, claimed: RunRecord, resources?: ResourceHolder) {
     super(ctx, agent, claimed, resources);
     this.tools = new Map((agent.tools ?? []).map((t) => [t.name, t]));
+    this.parallel = parallelLimit(agent.parallelToolCalls);
+  }
+
+  /** Runs a write that patches from the current record after every write queued before it. */
+  private serial<T>(write: () => Promise<T>): Promise<T> {
+    const next = this.writes.then(write, write);
+    this.writes = next.catch(() => undefined);
+    return next;
   }
 
   protected abortCalls(reason: unknown): void {
-    this.callAbort?.abort(reason);
+    for (const call of this.live.values()) call.controller.abort(reason);
   }
 
+  /**
+   * A pause or cancel reaches every call in flight: model calls and abortable tools are aborted
+   * (unless the pause waits for the step boundary); the first of the others is shown as what the
+   * run waits for.
+   */
   protected react(): void {
     const { status } = this.run;
-    const call = this.inFlight;
     if (status === "halted") {
       this.stopAll.abort("halted");
-      this.callAbort?.abort("halted");
+      this.abortCalls("halted");
       return;
     }
-    if ((status !== "pausing" && status !== "cancelling") || !call) return;
+    if ((status !== "pausing" && status !== "cancelling") || this.live.size === 0) return;
     const immediate = status === "cancelling" || this.run.pauseMode !== "boundary";
-    if (call.kind === "model" && immediate) this.callAbort?.abort(status === "cancelling" ? "cancel" : "pause");
-    else if (call.kind === "tool" && immediate && call.tool?.abortable) this.callAbort?.abort(status === "cancelling" ? "cancel" : "pause");
-    else if (!this.run.waitingFor && this.run.inflight) void this.markWaiting(call.kind, this.run.inflight).catch(() => undefined);
+    let waitingOn: LiveCall | undefined;
+    for (const call of [...this.live.values()].sort((a, b) => a.inflight.callSeq - b.inflight.callSeq)) {
+      if (immediate && (call.kind === "model" || call.tool?.abortable)) call.controller.abort(status === "cancelling" ? "cancel" : "pause");
+      else waitingOn ??= call;
+    }
+    if (waitingOn && !this.run.waitingFor) {
+      const { kind, inflight } = waitingOn;
+      void this.serial(async () => {
+        // Still unmarked and still running once the writes before this one landed.
+        if (!this.run.waitingFor && this.live.has(inflight.callSeq)) await this.markWaiting(kind, inflight);
+      }).catch(() => undefined);
+    }
   }
 
   /** Runs steps while the run is running; without a readable state only a cancel or a pause can finish. */
@@ -82,12 +126,12 @@ export class RunExecutor extends RunSession {
       if (chained) {
         this.chained = null;
         if (this.stopAll.signal.aborted || this.run.status === "halted") {
-          // Halted, detached or lease lost between the commit and here: the call never started.
-          if (!this.detached) await this.notStarted(chained.inflight).catch(() => undefined);
+          // Halted, detached or lease lost between the commit and here: the calls never started.
+          if (!this.detached) for (const call of chained) await this.notStarted(call.inflight).catch(() => undefined);
           continue;
         }
-        // Its `started` is journaled: performed exactly as the gate performs a call it let through.
-        await this.perform(chained.action, chained.inflight);
+        // Their `started` is journaled: performed exactly as the gate performs calls it let through.
+        await this.performAll(chained);
         continue;
       }
       const status = this.run.status;
@@ -134,8 +178,74 @@ export class RunExecutor extends RunSession {
         if (!approved) continue;
         call = approved;
       }
-      await this.gate(call, repeats);
+      await this.gate(this.withRestOfTurn({ action: call, repeats }, this.run.step, this.run.usage));
     }
+  }
+
+  /**
+   * The calls to let through together: the tool call `first` and, when the agent allows parallel
+   * tool calls, the calls after it in the same model turn (`upcomingToolCalls`), up to the limit,
+   * stopping before a call that may need a person's approval (it keeps the approval flow) or
+   * whose budget or loop guard would trip, checked per call as if the calls before it had each
+   * taken their step. Call sequence numbers (and so idempotency keys) follow the turn's order.
+   */
+  private withRestOfTurn(first: Admitted, step: number, usage: Usage): Admitted[] {
+    if (first.action.type !== "tool" || this.parallel < 2 || !this.agent.upcomingToolCalls) return [first];
+    let turn: (Action & { type: "tool" })[];
+    try {
+      turn = this.agent.upcomingToolCalls(this.state);
+    } catch {
+      return [first];
+    }
+    if (turn[0]?.toolCallId !== first.action.toolCallId || turn[0]?.toolName !== first.action.toolName) return [first];
+    const batch: Admitted[] = [first];
+    let previous = toolSignature(first.action);
+    let repeats = first.repeats;
+    const activeMs = this.leavingRunning().activeMs ?? 0;
+    for (const call of turn.slice(1)) {
+      if (batch.length >= this.parallel) break;
+      const tool = this.tools.get(call.toolName);
+      if (!tool || mayNeedApproval(tool) || approvalOf(this.run, call)) break;
+      const signature = toolSignature(call);
+      repeats = signature === previous ? repeats + 1 : 1;
+      if (trippedBudget(this.run.budgets, { usage, step: step + batch.length, activeMs, repeatedToolCalls: repeats })) break;
+      batch.push({ action: call, repeats });
+      previous = signature;
+    }
+    return batch;
+  }
+
+  /** Performs calls whose `started` is journaled: one, or several at once, each outcome committed as it comes. */
+  private async performAll(calls: Started[]): Promise<void> {
+    if (calls.length === 1) return this.perform(calls[0].action, calls[0].inflight);
+    const settled = await Promise.allSettled(
+      calls.map((call) =>
+        this.perform(call.action, call.inflight).catch((error: unknown) => {
+          // The run cannot go on here (a lost lease, a store error): the other calls stop too.
+          this.abortCalls(error);
+          throw error;
+        }),
+      ),
+    );
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+
+  /**
+   * What the run record says once call `callSeq` is no longer in flight. A call made alone is
+   * `inflight`; calls made together are `inflightCalls`, with `inflight` the oldest of them (or
+   * the one a person must decide on).
+   */
+  private callsLeft(callSeq: number): RunPatch {
+    const calls = this.run.inflightCalls;
+    if (!calls?.length) return { inflight: null, waitingFor: null };
+    const remaining = calls.filter((c) => c.callSeq !== callSeq);
+    const current = this.run.inflight;
+    return {
+      inflightCalls: remaining,
+      inflight: current && current.callSeq !== callSeq && remaining.some((c) => c.callSeq === current.callSeq) ? current : (remaining[0] ?? null),
+      ...(!remaining.length || this.run.waitingFor?.callSeq === callSeq ? { waitingFor: null } : {}),
+    };
   }
 
   /**
@@ -220,31 +330,41 @@ export class RunExecutor extends RunSession {
     }
   }
 
-  /** The gate: check control and journal `started` in one transaction, then run the call. */
-  private async gate(action: Action & { type: "model" | "tool" }, repeats: number): Promise<void> {
-    const started = this.startedWrite(action, repeats);
-    if (!(await this.write({ expect: { status: ["running"] }, set: started.set, journal: [started.entry] }))) return;
-    await this.perform(action, started.inflight);
+  /** The gate: check control and journal `started` (of each call let through together) in one transaction, then run the calls. */
+  private async gate(calls: Admitted[]): Promise<void> {
+    const started = this.startedWrite(calls);
+    if (!(await this.write({ expect: { status: ["running"] }, set: started.set, journal: started.entries }))) return;
+    await this.performAll(started.calls);
   }
 
-  /** What the gate writes for a call: `started` in the journal, the call in flight, the next sequence number. */
-  private startedWrite(action: Action & { type: "model" | "tool" }, repeats: number): { inflight: InflightCall; set: RunPatch; entry: JournalInput } {
-    const callSeq = this.run.nextCallSeq;
+  /** What the gate writes for calls: `started` of each in the journal, the calls in flight, the next sequence number. */
+  private startedWrite(admitted: Admitted[]): { calls: Started[]; set: RunPatch; entries: JournalInput[] } {
+    const first = this.run.nextCallSeq;
     const at = this.now();
-    const name = action.type === "model" ? modelKey(this.model()) : action.toolName;
-    // A model request carries the whole conversation, and recovery never re-uses it (an
-    // interrupted model call is re-planned from the snapshot), so only its type is kept: the
-    // run record, rewritten on every update, stays the same size however long the history.
-    const planned: Json = action.type === "model" ? { type: "model" } : (action as unknown as Json);
-    const inflight: InflightCall = { callSeq, kind: action.type, name, action: planned, startedAt: at };
-    const data: JsonObject =
-      action.type === "model"
-        ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
-        : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
+    let guard = this.run.guard;
+    const calls: Started[] = [];
+    const entries: JournalInput[] = [];
+    for (const [index, { action, repeats }] of admitted.entries()) {
+      const callSeq = first + index;
+      const name = action.type === "model" ? modelKey(this.model(action)) : action.toolName;
+      // A model request carries the whole conversation, and recovery never re-uses it (an
+      // interrupted model call is re-planned from the snapshot), so only its type is kept: the
+      // run record, rewritten on every update, stays the same size however long the history.
+      const planned: Json = action.type === "model" ? { type: "model" } : (action as unknown as Json);
+      const inflight: InflightCall = { callSeq, kind: action.type, name, action: planned, startedAt: at };
+      const data: JsonObject =
+        action.type === "model"
+          ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
+          : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
+      if (action.type === "tool") guard = { ...guard, lastToolSignature: toolSignature(action), repeats };
+      calls.push({ action, inflight });
+      entries.push(callEntry("call.started", at, callSeq, data));
+    }
+    const inflights = calls.map((c) => c.inflight);
     return {
-      inflight,
-      set: { nextCallSeq: callSeq + 1, inflight, guard: action.type === "tool" ? { ...this.run.guard, lastToolSignature: toolSignature(action), repeats } : this.run.guard },
-      entry: callEntry("call.started", at, callSeq, data),
+      calls,
+      set: { nextCallSeq: first + calls.length, inflight: inflights[0], ...(calls.length > 1 ? { inflightCalls: inflights } : {}), guard },
+      entries,
     };
   }
 
@@ -253,7 +373,7 @@ export class RunExecutor extends RunSession {
    * still running, the agent plans a call and no budget trips. Anything else (done, a throw in
    * `next`, a budget) is left to the loop, which asks again.
    */
-  private nextChained(step: number, usage: Usage | undefined): { action: Action & { type: "model" | "tool" }; repeats: number } | undefined {
+  private nextChained(step: number, usage: Usage | undefined): Admitted[] | undefined {
     // Not before the loop has acquired the resources (a call retried by recovery comes first).
     if (!this.resourcesReady || this.run.status !== "running" || this.stopAll.signal.aborted) return undefined;
     let action: Action;
@@ -267,8 +387,9 @@ export class RunExecutor extends RunSession {
     if (action.type === "model" && undeliveredSteering(this.run).length) return undefined;
     // A call that may need a person's approval passes the loop's own check first.
     if (action.type === "tool" && (mayNeedApproval(this.tools.get(action.toolName)) || approvalOf(this.run, action))) return undefined;
-    const { repeats, tripped } = this.admission(action, usage ? addUsage(this.run.usage, usage) : this.run.usage, step);
-    return tripped ? undefined : { action, repeats };
+    const spent = usage ? addUsage(this.run.usage, usage) : this.run.usage;
+    const { repeats, tripped } = this.admission(action, spent, step);
+    return tripped ? undefined : this.withRestOfTurn({ action, repeats }, step, spent);
   }
 
   /** How many times in a row this call repeats a tool call, and the budget it trips at `step` with `usage` spent, if any. */
@@ -278,31 +399,33 @@ export class RunExecutor extends RunSession {
     return { repeats, tripped };
   }
 
-  private model(): TetherModel {
-    return this.ctx.resolveModel(this.run.model ?? this.agent.model);
+  /** The call's own model if the action names one, else the run's, else the agent's. */
+  private model(action?: Action): TetherModel {
+    return this.ctx.resolveModel((action?.type === "model" ? action.model : undefined) ?? this.run.model ?? this.agent.model);
   }
 
   private async perform(action: Action & { type: "model" | "tool" }, inflight: InflightCall): Promise<void> {
-    this.callAbort = new AbortController();
-    const signal = this.callAbort.signal;
-    this.inFlight = action.type === "model" ? { kind: "model" } : { kind: "tool", tool: this.tools.get(action.toolName) };
+    const controller = new AbortController();
+    const { callSeq } = inflight;
+    this.live.set(callSeq, { kind: action.type, tool: action.type === "tool" ? this.tools.get(action.toolName) : undefined, controller, inflight });
+    if (this.stopAll.signal.aborted) controller.abort(this.stopAll.signal.reason);
     // A pause or cancel recorded while `started` was being written applies to this call now.
     this.react();
     try {
-      if (action.type === "model") await this.performModel(action, inflight, signal);
-      else await this.performTool(action, inflight, signal);
+      if (action.type === "model") await this.performModel(action, inflight, controller.signal);
+      else await this.performTool(action, inflight, controller.signal);
     } finally {
-      this.callAbort = null;
-      this.inFlight = null;
+      this.live.delete(callSeq);
     }
   }
 
   private async performModel(action: Action & { type: "model" }, inflight: InflightCall, signal: AbortSignal): Promise<void> {
-    const model = this.model();
+    const model = this.model(action);
     const key = modelKey(model);
     const runId = this.run.id;
     const { callSeq } = inflight;
     const outcome = await this.whileInFlight(
+      callSeq,
       streamModelCall(model, action.request, {
         signal,
         idempotencyKey: idempotencyKey(runId, callSeq),
@@ -318,8 +441,8 @@ export class RunExecutor extends RunSession {
       await this.commitOutcome(action, inflight, { type: "model", result: outcome.result }, usageOf(outcome.result.usage), [], true);
     } else if (outcome.type === "aborted") {
       const usage = usageOf(outcome.usage);
-      await this.write({
-        set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage) },
+      await this.serial(() => this.write({
+        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage) },
         journal: [
           callEntry("call.aborted", this.now(), callSeq, {
             kind: "model",
@@ -332,17 +455,17 @@ export class RunExecutor extends RunSession {
             durationMs,
           }),
         ],
-      });
+      }));
     } else {
       const usage = usageOf(outcome.usage);
       const reason = `model_error: ${outcome.error.message}`;
-      await this.write({
-        set: { inflight: null, waitingFor: null, usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
+      await this.serial(() => this.write({
+        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
         journal: [
           callEntry("call.failed", this.now(), callSeq, { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs }),
           ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
         ],
-      });
+      }));
     }
   }
 
@@ -354,13 +477,13 @@ export class RunExecutor extends RunSession {
       return;
     }
     const runId = this.run.id;
-    const execution = this.whileInFlight(executeTool(tool, action.input, {
+    const execution = this.whileInFlight(inflight.callSeq, executeTool(tool, action.input, {
       runId,
       idempotencyKey: idempotencyKey(runId, inflight.callSeq),
       signal,
       fencingToken: this.run.epoch,
       progress: (update) => {
-        void this.write({ journal: [callEntry("call.progress", this.now(), inflight.callSeq, { ...update })] }).catch(() => undefined);
+        void this.serial(() => this.write({ journal: [callEntry("call.progress", this.now(), inflight.callSeq, { ...update })] })).catch(() => undefined);
       },
       resource: <T>(name: string) => this.resources.get(name) as T,
     }));
@@ -373,21 +496,23 @@ export class RunExecutor extends RunSession {
       if (!outcome.ok) outcome = { ...outcome, message: this.ctx.redact(outcome.message) };
     } catch (error) {
       if (error instanceof ToolAbortedError) {
-        await this.write({
-          set: { inflight: null, waitingFor: null },
+        await this.serial(() => this.write({
+          set: this.callsLeft(inflight.callSeq),
           journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt })],
-        });
+        }));
         return;
       }
       if (TetherError.isInstance(error) && error.code === "tool_unavailable") {
         const reason = `tool_unavailable: ${error.message}`;
-        const moving = this.run.status === "running";
-        await this.write({
-          set: { inflight: null, waitingFor: null, ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
-          journal: [
-            callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt }),
-            ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
-          ],
+        await this.serial(() => {
+          const moving = this.run.status === "running";
+          return this.write({
+            set: { ...this.callsLeft(inflight.callSeq), ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
+            journal: [
+              callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt }),
+              ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
+            ],
+          });
         });
         return;
       }
@@ -403,9 +528,9 @@ export class RunExecutor extends RunSession {
   }
 
   /** The call counts as in flight until it settles, not until its outcome is written: nothing waits for a finished call. */
-  private whileInFlight<T>(call: Promise<T>): Promise<T> {
+  private whileInFlight<T>(callSeq: number, call: Promise<T>): Promise<T> {
     return call.finally(() => {
-      this.inFlight = null;
+      this.live.delete(callSeq);
     });
   }
 
@@ -428,13 +553,29 @@ export class RunExecutor extends RunSession {
     });
   }
 
-  /** The outcome, the new snapshot and the usage, in one transaction. */
-  private async commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false, patch: RunPatch = {}): Promise<void> {
+  /** The outcome, the new snapshot and the usage, in one transaction (after the writes queued before it). */
+  private commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false, patch: RunPatch = {}): Promise<void> {
+    return this.serial(() => this.commitNow(action, inflight, outcome, usage, extra, chain, patch));
+  }
+
+  private async commitNow(action: Action, inflight: InflightCall, outcome: Outcome, usage: Usage | undefined, extra: JournalInput[], chain: boolean, patch: RunPatch): Promise<void> {
+    if (this.run.status === "failed") {
+      // A call of the same turn failed the run (its `apply` threw): this one's end is journaled, the state stays as the run failed.
+      const failed = outcome.type === "tool" && !outcome.ok;
+      await this.write({
+        set: this.callsLeft(inflight.callSeq),
+        journal: [...extra, callEntry(failed ? "call.failed" : "call.completed", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, durationMs: this.now() - inflight.startedAt, result: outcomeJson(outcome), notApplied: "run_failed" })],
+      });
+      return;
+    }
     let recordedIn: number | undefined;
     try {
       const applied = this.agent.apply(this.state, action, outcome);
       recordedIn = applied ? applied.recordedInMessage : undefined;
     } catch (error) {
+      this.abortCalls("failed");
+      // The other calls of its turn end on their own (journaled, not applied); this one is no longer in flight.
+      if (this.run.inflightCalls?.length) await this.write({ set: this.callsLeft(inflight.callSeq) });
       return this.fail("agent_error", `agent ${this.agent.name} failed in apply(): ${errorMessage(error)}`);
     }
     const at = this.now();
@@ -464,8 +605,7 @@ export class RunExecutor extends RunSession {
         ...patch,
         ...(approvals ? { approvals } : {}),
         step,
-        inflight: null,
-        waitingFor: null,
+        ...this.callsLeft(inflight.callSeq),
         guard: guard.guard,
         ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}),
         ...(tripped ? { status: "pausing" as const, statusReason: guard.tripped, pauseMode: "immediate" as const } : {}),
@@ -479,11 +619,13 @@ export class RunExecutor extends RunSession {
       ...(effects ? { effects } : {}),
     };
     // The next call's `started` rides in the same transaction when the loop would start it at
-    // once: one commit a step instead of two. It still expects `running`, as the gate does.
-    const next = chain && !tripped ? this.nextChained(step, usage) : undefined;
+    // once: one commit a step instead of two. It still expects `running`, as the gate does. Not
+    // while other calls of the turn are still in flight: the last of them to finish chains.
+    const othersInFlight = (this.run.inflightCalls ?? []).some((c) => c.callSeq !== inflight.callSeq);
+    const next = chain && !tripped && !othersInFlight ? this.nextChained(step, usage) : undefined;
     let started: ReturnType<RunExecutor["startedWrite"]> | undefined;
     try {
-      started = next ? this.startedWrite(next.action, next.repeats) : undefined;
+      started = next ? this.startedWrite(next) : undefined;
     } catch {
       // Planning the next call failed (a model that does not resolve, say): this step's outcome
       // is written alone, and the loop meets the same error on its own path.
@@ -495,11 +637,11 @@ export class RunExecutor extends RunSession {
         expect: { status: ["running"] },
         // The loop guard of the next call, on top of the failure count this outcome leaves.
         set: { ...outcomeWrite.set, ...started.set, guard: { ...outcomeWrite.set.guard, lastToolSignature: started.set.guard!.lastToolSignature, repeats: started.set.guard!.repeats } },
-        journal: [...outcomeWrite.journal, started.entry],
+        journal: [...outcomeWrite.journal, ...started.entries],
       });
       if (ok) {
         this.writer.commit();
-        this.chained = { action: next.action, inflight: started.inflight };
+        this.chained = started.calls;
         return;
       }
     }
@@ -526,57 +668,88 @@ export class RunExecutor extends RunSession {
 
   /** A chained call whose `started` was journaled but that this executor never began. */
   private async notStarted(inflight: InflightCall): Promise<void> {
-    await this.write({
-      set: { inflight: null, waitingFor: null },
-      journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: "not_started" })],
-    });
+    await this.serial(() =>
+      this.write({
+        set: this.callsLeft(inflight.callSeq),
+        journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: "not_started" })],
+      }),
+    );
   }
 
+  /**
+   * The calls in flight when the previous worker stopped (one, or several of one turn): each is
+   * abandoned (a model call, re-planned from the snapshot), applied (a check found it done, or a
+   * person decided), retried with its own idempotency key (all retries at once), or uncertain.
+   * Uncertain calls are put to a person one at a time, as `inflight`: the run pauses with the
+   * first once the others are settled, and the next is asked after its decision.
+   */
   private async recover(): Promise<void> {
-    const inflight = this.run.inflight;
-    if (!inflight) return;
-    const action = inflight.action as unknown as Action;
-    const tool = action.type === "tool" ? this.tools.get(action.toolName) : undefined;
-    const plan = await planRecovery({ inflight, action, tool, cancelling: this.run.status === "cancelling", runId: this.run.id });
-    const at = this.now();
-    const note: JournalInput = { type: "recovery", at, callSeq: inflight.callSeq, data: { decision: plan.type, name: inflight.name } };
-    switch (plan.type) {
-      case "abandon":
-        await this.write({
-          set: { inflight: null, waitingFor: null },
-          journal: [note, callEntry("call.aborted", at, inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: plan.reason })],
-        });
-        return;
-      case "apply":
-        await this.commitOutcome(action, inflight, plan.outcome, undefined, [note, ...(plan.resolved ? [plan.resolved(at)] : [])]);
-        return;
-      case "retry": {
-        // Only a running run issues it again, checked with the note (invariant 1); otherwise the
-        // call and any decision on it stay for the claim after a resume.
-        if (this.run.status !== "running" || action.type === "done") return;
-        const retried = { ...inflight, uncertain: false, resolution: undefined };
-        if (await this.write({ expect: { status: ["running"] }, set: { inflight: retried }, journal: [note] })) await this.perform(action, retried);
-        return;
-      }
-      case "uncertain": {
-        if (inflight.uncertain) return;
-        const moving = this.run.status === "running";
-        await this.write({
-          set: {
-            inflight: { ...inflight, uncertain: true },
-            ...(moving ? { status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" } : {}),
-          },
-          journal: [
-            note,
-            callEntry("call.uncertain", at, inflight.callSeq, { kind: "tool", name: inflight.name, reason: plan.reason }),
-            ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
-          ],
-        });
-        return;
+    const listed = this.run.inflightCalls?.length ? this.run.inflightCalls : this.run.inflight ? [this.run.inflight] : [];
+    if (!listed.length) return;
+    const retries: Started[] = [];
+    const retryNotes: JournalInput[] = [];
+    let uncertain: { inflight: InflightCall; reason: string; note: JournalInput } | undefined;
+    for (const call of listed) {
+      // A person's decision (`resume --resolve`) is written on `inflight`.
+      const inflight = this.run.inflight?.callSeq === call.callSeq ? this.run.inflight : call;
+      const action = inflight.action as unknown as Action;
+      const tool = action.type === "tool" ? this.tools.get(action.toolName) : undefined;
+      const plan = await planRecovery({ inflight, action, tool, cancelling: this.run.status === "cancelling", runId: this.run.id });
+      const at = this.now();
+      const note: JournalInput = { type: "recovery", at, callSeq: inflight.callSeq, data: { decision: plan.type, name: inflight.name } };
+      switch (plan.type) {
+        case "abandon":
+          await this.serial(() =>
+            this.write({
+              set: this.callsLeft(inflight.callSeq),
+              journal: [note, callEntry("call.aborted", at, inflight.callSeq, { kind: inflight.kind, name: inflight.name, reason: plan.reason })],
+            }),
+          );
+          break;
+        case "apply":
+          await this.commitOutcome(action, inflight, plan.outcome, undefined, [note, ...(plan.resolved ? [plan.resolved(at)] : [])]);
+          break;
+        case "retry":
+          if (action.type !== "done") {
+            retries.push({ action, inflight: { ...inflight, uncertain: false, resolution: undefined } });
+            retryNotes.push(note);
+          }
+          break;
+        case "uncertain":
+          uncertain ??= { inflight, reason: plan.reason, note };
+          break;
       }
     }
+    // Only a running run issues calls again, checked with the notes (invariant 1); otherwise the
+    // calls and any decision on them stay for the claim after a resume.
+    if (retries.length && this.run.status === "running") {
+      const retried = new Map(retries.map((r) => [r.inflight.callSeq, r.inflight]));
+      const current = this.run.inflight;
+      const set: RunPatch = this.run.inflightCalls?.length
+        ? { inflightCalls: this.run.inflightCalls.map((c) => retried.get(c.callSeq) ?? c), inflight: (current && retried.get(current.callSeq)) ?? current }
+        : { inflight: retries[0].inflight };
+      const written = await this.serial(() => this.write({ expect: { status: ["running"] }, set, journal: retryNotes }));
+      if (written) await this.performAll(retries);
+    }
+    // One person's decision at a time: none while another uncertain call still waits for one.
+    if (!uncertain || uncertain.inflight.uncertain || this.run.inflight?.uncertain) return;
+    const { inflight, reason, note } = uncertain;
+    await this.serial(() => {
+      const at = this.now();
+      const moving = this.run.status === "running";
+      return this.write({
+        set: {
+          inflight: { ...inflight, uncertain: true },
+          ...(moving ? { status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" } : {}),
+        },
+        journal: [
+          note,
+          callEntry("call.uncertain", at, inflight.callSeq, { kind: "tool", name: inflight.name, reason }),
+          ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
+        ],
+      });
+    });
   }
-
 }
 
 const stopped = Symbol("stopped");

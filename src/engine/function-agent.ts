@@ -69,8 +69,6 @@ export interface StepOptions<T> {
   check?(idempotencyKey: string): Promise<CheckResult<T>> | CheckResult<T>;
   /** Honours its signal: an immediate pause or cancel stops it mid-way (and it runs again on resume). */
   abortable?: boolean;
-  /** Is the world still as this step left it? A reason string makes a resume after `staleAfterMs` refuse. */
-  revalidate?(result: T): Promise<true | string> | true | string;
   /** What the step depends on; compared with the journal on replay. Default: the name alone. */
   input?: Json;
 }
@@ -95,6 +93,11 @@ export interface DurableContext {
    * after a crash, its `usage` counted against the run's budgets and priced.
    */
   modelStep<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T>;
+  /**
+   * The messages people sent to the run (`say`, `tether say`, `POST /runs/:id/messages`) since the
+   * last call, oldest first; delivered once, and journaled, so replay returns the same ones.
+   */
+  messages(): Promise<{ text: string; author: string }[]>;
   /** The time, journaled: the same value on replay. */
   now(): number;
   /** A number in [0, 1), journaled: the same value on replay. */

@@ -13,6 +13,7 @@ import { divergence, gateMessage, inputHash, ReplayLog, type GateKind, type Gate
 import type { ResourceHolder } from "./resources.js";
 import { RunSession, type Compensator } from "./run-session.js";
 import { statusEntry } from "./status-entry.js";
+import { undeliveredSteering } from "./steering.js";
 import type { EffectRecord, EffectWrite, InflightCall, JournalInput, RunPatch, RunRecord, SnapshotWrite } from "./store.js";
 import type { AnyTool, CheckResult, Tool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
@@ -48,6 +49,8 @@ interface GateCall {
   /** An effect worth undoing: what compensation receives as the input. */
   effectInput: Json;
   tool?: AnyTool;
+  /** What else the outcome's transaction writes (a delivery of messages). */
+  onCommit?(run: RunRecord, value: Json, at: number): { set: RunPatch; journal: JournalInput[] };
   live(call: { signal: AbortSignal; key: string; seq: number; input: Json | undefined }): Promise<LiveResult>;
 }
 
@@ -87,12 +90,15 @@ export class FunctionExecutor extends RunSession {
   /** The position the next gate takes: gates are numbered in the order the function calls them. */
   private position = 0;
   private readonly live = new Map<number, LiveCall>();
+  /** Gates entered and not yet settled: replaying, recovering, starting, in flight or committing. */
+  private activeGates = 0;
   private idleWaiters: (() => void)[] = [];
   /** Why gates refuse from now on; set once the run stops executing here. */
   private stopReason: string | null = null;
   private onStop: (() => void) | null = null;
   /** The function called a gate after it was told to stop (it caught `PauseSignal` and went on). */
   private swallowed = false;
+  private stoppingNow = false;
   /** Replaying only to learn the compensations of completed steps, for a cancel. */
   private collecting = false;
   private readonly compensators = new Map<number, Compensator>();
@@ -197,8 +203,20 @@ export class FunctionExecutor extends RunSession {
   }
 
   private stopWith(reason: string): void {
-    if (this.stopReason === null) this.stopReason = reason;
+    if (this.stopReason === null) {
+      this.stopReason = reason;
+      // Gates the function calls in the same synchronous stretch (the rest of a `Promise.all`) are
+      // refused without blame; one called later comes from code that caught the signal.
+      this.stoppingNow = true;
+      queueMicrotask(() => (this.stoppingNow = false));
+    }
     this.onStop?.();
+  }
+
+  /** A gate called after the stop: refused, and noted if the function went on after catching the signal. */
+  private refuseLate(): PauseSignal {
+    if (!this.stoppingNow) this.swallowed = true;
+    return this.refusal();
   }
 
   private refusal(): PauseSignal {
@@ -206,7 +224,7 @@ export class FunctionExecutor extends RunSession {
   }
 
   private untilIdle(): Promise<void> {
-    if (this.live.size === 0) return Promise.resolve();
+    if (this.activeGates === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -268,6 +286,7 @@ export class FunctionExecutor extends RunSession {
       tool: ((tool: AnyTool | string, input: Json) => this.toolGate(tool, input)) as DurableContext["tool"],
       step: (name, fn, options) => this.stepGate(name, fn, options),
       modelStep: (name, fn, options) => this.modelStepGate(name, fn, options),
+      messages: () => this.messagesGate(),
       now: () => self.valueGate("now", () => this.ctx.clock.now()) as number,
       random: () => self.valueGate("random", () => Math.random()) as number,
     };
@@ -277,8 +296,7 @@ export class FunctionExecutor extends RunSession {
   private valueGate(kind: "now" | "random", take: () => Json): Json {
     const seq = ++this.position;
     if (this.stopReason !== null && !this.collecting) {
-      this.swallowed = true;
-      throw this.refusal();
+      throw this.refuseLate();
     }
     const recorded = this.log.get(seq);
     if (recorded) {
@@ -390,6 +408,28 @@ export class FunctionExecutor extends RunSession {
     }) as Promise<T>;
   }
 
+  /** The messages people sent since the last delivery: journaled as `message.delivered`, and as a gate result for replay. */
+  private messagesGate(): Promise<{ text: string; author: string }[]> {
+    return this.gate({
+      kind: "step",
+      name: "messages",
+      input: undefined,
+      startedData: {},
+      abortable: false,
+      idempotent: true,
+      effectInput: null,
+      live: async () => ({ type: "ok", value: undeliveredSteering(this.run).map((m) => ({ id: m.id, text: m.text, author: m.actor })) }),
+      onCommit: (run, value, at) => {
+        const delivered = value as { id: string; text: string; author: string }[];
+        const queue = run.steering ?? { messages: [], delivered: 0 };
+        return {
+          set: delivered.length ? { steering: { ...queue, delivered: queue.delivered + delivered.length } } : {},
+          journal: delivered.map((m) => ({ type: "message.delivered", at, data: { id: m.id, actor: m.author, text: m.text } })),
+        };
+      },
+    });
+  }
+
   private modelStepGate<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T> {
     return this.gate<T>({
       kind: "model",
@@ -454,9 +494,17 @@ export class FunctionExecutor extends RunSession {
   private async gate<T>(call: GateCall): Promise<T> {
     const seq = ++this.position;
     if (this.stopReason !== null && !this.collecting) {
-      this.swallowed = true;
-      throw this.refusal();
+      throw this.refuseLate();
     }
+    this.activeGates++;
+    try {
+      return await this.pass<T>(call, seq);
+    } finally {
+      if (--this.activeGates === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
+  }
+
+  private async pass<T>(call: GateCall, seq: number): Promise<T> {
     const hash = inputHash(call.input);
     const recorded = this.log.get(seq);
     if (recorded) {
@@ -497,7 +545,7 @@ export class FunctionExecutor extends RunSession {
   private async recover(call: GateCall, earlier: InflightCall, key: string): Promise<{ type: "result"; result: LiveResult; journal: JournalInput[] } | { type: "live"; journal: JournalInput[] }> {
     const at = this.now();
     const note = (decision: string): JournalInput => ({ type: "recovery", at, callSeq: earlier.callSeq, data: { decision, name: earlier.name } });
-    const resolution = this.run.inflight?.callSeq === earlier.callSeq ? this.run.inflight.resolution : undefined;
+    const resolution = earlier.resolution ?? (this.run.inflight?.callSeq === earlier.callSeq ? this.run.inflight.resolution : undefined);
     if (resolution) {
       const resolved: JournalInput = { type: "call.resolved", at, callSeq: earlier.callSeq, data: { decision: resolution.action, actor: resolution.actor } };
       if (resolution.action === "retry") return { type: "live", journal: [resolved] };
@@ -525,7 +573,14 @@ export class FunctionExecutor extends RunSession {
     await this.serial(() =>
       this.write({
         expect: { status: ["running"] },
-        set: { inflight: { ...earlier, uncertain: true }, status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" },
+        // The call a person decides on next; a decision already made on another call stays with that call.
+        set: {
+          inflight: { ...earlier, uncertain: true },
+          inflightCalls: (this.run.inflightCalls ?? []).map((c) => (c.callSeq === earlier.callSeq ? { ...c, uncertain: true } : c)),
+          status: "pausing",
+          statusReason: "uncertain_effect",
+          pauseMode: "immediate",
+        },
         journal: [...journal, callEntry("call.uncertain", at, earlier.callSeq, { kind: earlier.kind, name: earlier.name, reason }), statusEntry(at, "running", "pausing", "uncertain_effect")],
       }),
     );
@@ -622,7 +677,6 @@ export class FunctionExecutor extends RunSession {
 
   private settled(seq: number): void {
     this.live.delete(seq);
-    if (this.live.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   /** The call's outcome, its record in the snapshot and the usage, in one transaction; then what the function sees. */
@@ -663,11 +717,13 @@ export class FunctionExecutor extends RunSession {
       const snapshot = this.writer.prepare(this.state, step, at);
       const effect: EffectWrite[] =
         call.compensate && result.type === "ok" ? [{ callSeq: seq, tool: call.name, input: call.effectInput, result: result.value, state: "done", attempts: 0, error: null, updatedAt: at }] : [];
+      const extraWrite = result.type === "ok" && call.onCommit ? call.onCommit(this.run, result.value, at) : { set: {}, journal: [] };
       const approvals = call.kind === "tool" ? withoutApproval(this.run, { type: "tool", toolCallId: `gate:${seq}`, toolName: call.name, input: call.input ?? null }) : undefined;
       const ok = await this.write({
-        set: { ...callsLeft, ...usagePatch, step, ...(approvals ? { approvals } : {}) },
+        set: { ...callsLeft, ...usagePatch, step, ...(approvals ? { approvals } : {}), ...extraWrite.set },
         journal: [
           ...extra,
+          ...extraWrite.journal,
           callEntry(result.type === "ok" ? "call.completed" : "call.failed", at, seq, {
             kind: call.kind,
             name: call.name,

@@ -11,12 +11,16 @@ import {
   RunHaltedError,
   StaleSnapshotError,
   UncertainEffectError,
+  VersionMismatchError,
 } from "./errors.js";
 import type { Json } from "./json.js";
-import { restoreState } from "./snapshot.js";
+import { restoreState, verifyStoredState } from "./snapshot.js";
+import { cloneState } from "./state.js";
 import { staleReasons } from "./stale-check.js";
 import { statusEntry } from "./status-entry.js";
-import type { JournalInput, RunRecord } from "./store.js";
+import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
+import { describeRefresh } from "./stale-check.js";
+import { versionCompatible } from "./version-pin.js";
 
 export interface ResumeOptions extends ControlOptions {
   message?: string;
@@ -65,19 +69,27 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     const awaiting = undecided(current);
     if (awaiting.length) return { refuse: new ApprovalPendingError(runId, awaiting.map((a) => ({ callSeq: a.callSeq, tool: a.tool }))) };
     const agent = ctx.agents.get(current.agent);
+    // Old state never runs through new code unless the agent says the change is compatible.
+    if (agent && !versionCompatible(agent, current.agentVersion)) return { refuse: new VersionMismatchError(runId, agent.name, current.agentVersion, agent.version) };
+    // The snapshot is verified (a corrupt one refuses here, nothing deleted); it is parsed only
+    // when this command changes the state, so a plain resume does not parse what the worker will.
     const stored = await ctx.store.loadState(runId);
-    let { state, writer } = restoreState(runId, stored);
+    const load = () => restoreState(runId, stored);
+    let restored = options.message !== undefined || options.patch !== undefined ? load() : undefined;
+    if (!restored) verifyStoredState(runId, stored);
     const journal: JournalInput[] = [];
-    if (!options.force) {
+    if (!options.force && agent) {
       const reasons = await staleReasons(ctx, current, agent, now);
       if (reasons.length) {
-        if (!agent?.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
-        state = await agent.onStale(state, reasons);
-        journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons } });
+        if (!agent.onStale) return { refuse: new StaleSnapshotError(runId, reasons) };
+        restored ??= load();
+        const before = cloneState(restored.state);
+        restored.state = await agent.onStale(restored.state, reasons);
+        journal.push({ type: "state.patched", at: now, data: { actor: "onStale", reasons, changed: describeRefresh(before, restored.state) } });
       }
     }
-    const edits = editState(agent, state, command.actor, { message: options.message, patch: options.patch }, now);
-    journal.push(...edits.journal);
+    const edits = restored ? editState(agent, restored.state, command.actor, { message: options.message, patch: options.patch }, now) : undefined;
+    if (edits) journal.push(...edits.journal);
     if (options.resolve && !current.inflight?.uncertain) {
       return { refuse: new InvalidInputError(`run ${runId} has no uncertain effect to resolve`) };
     }
@@ -94,19 +106,28 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           statusReason: null,
           lease: null,
           runningSince: now,
+          // Without the agent's code here the stale check (and version check) cannot run: the worker that claims the run runs them first.
+          uncheckedResume: !agent && !options.force ? { actor: command.actor, at: now } : null,
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
-          ...(options.resolve && current.inflight
-            ? { inflight: { ...current.inflight, resolution: { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor } } }
-            : {}),
+          ...(options.resolve && current.inflight ? resolvedCalls(current, { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor }) : {}),
         },
         journal: [...journal, statusEntry(now, "paused", "running", options.reason ?? null, { actor: command.actor })],
-        ...(changed ? { snapshot: writer.prepare(edits.state, current.step, now) } : {}),
+        ...(changed && restored && edits ? { snapshot: restored.writer.prepare(edits.state, current.step, now) } : {}),
       },
       applied: true,
     };
   });
   if (run.status === "running" && host.claims()) host.claimSoon(run);
   return run;
+}
+
+/** The decision goes on the uncertain call, and on its entry among the calls in flight (several may wait in turn). */
+function resolvedCalls(run: RunRecord, resolution: NonNullable<InflightCall["resolution"]>): RunPatch {
+  const inflight = { ...run.inflight!, resolution };
+  return {
+    inflight,
+    ...(run.inflightCalls ? { inflightCalls: run.inflightCalls.map((c) => (c.callSeq === inflight.callSeq ? { ...c, resolution } : c)) } : {}),
+  };
 }

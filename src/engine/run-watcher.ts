@@ -20,21 +20,26 @@ export interface RunWatcherOptions {
   renewCheckMs: number;
 }
 
+/** Runs read in one `getRuns` call at most. */
+const readBatch = 500;
+
 /**
  * One per process: tells the runs this process executes about writes made elsewhere (a pause
  * from the CLI, a cancel from the dashboard of another server, a claim by another worker) and
  * keeps their leases renewed, with one timer for all of them instead of a poll per run.
  *
  * A store that can say which runs changed (`watchRuns`: SQLite in-process and through its data
- * version, PostgreSQL through LISTEN/NOTIFY) wakes the watcher, which reads only those runs; a
- * periodic check of every run's version (one query) catches anything missed. A store that
- * cannot is checked that way every `checkMs`.
+ * version, PostgreSQL through LISTEN/NOTIFY) wakes the watcher, which reads only those runs (with
+ * `getRuns`, together); a periodic check of every run's version (one query) catches anything
+ * missed. A store that cannot is checked that way every `checkMs`. The named runs are read as
+ * soon as they are named, never behind a periodic check in progress.
  */
 export class RunWatcher {
   private readonly runs = new Map<string, WatchedRun>();
   private readonly pending = new Set<string>();
   private checkAll = false;
-  private draining: Promise<void> | undefined;
+  private reading: Promise<void> | undefined;
+  private checking: Promise<void> | undefined;
   private stopWatching: Promise<(() => void) | undefined> | undefined;
   private checkTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -59,10 +64,13 @@ export class RunWatcher {
 
   /** Something changed for this run (or, with "*", for any run): read it soon. */
   changed(runId: string): void {
-    if (runId === "*") this.checkAll = true;
-    else if (this.runs.has(runId)) this.pending.add(runId);
-    else return;
-    this.drainSoon();
+    if (runId === "*") {
+      this.checkAll = true;
+      this.checkSoon();
+    } else if (this.runs.has(runId)) {
+      this.pending.add(runId);
+      this.readSoon();
+    }
   }
 
   private start(): void {
@@ -87,44 +95,58 @@ export class RunWatcher {
     void stopping?.then((stop) => stop?.());
   }
 
-
-  private drainSoon(): void {
-    if (this.draining) return;
-    this.draining = this.drain().finally(() => {
-      this.draining = undefined;
-      if (this.checkAll || this.pending.size > 0) this.drainSoon();
+  private readSoon(): void {
+    if (this.reading) return;
+    this.reading = this.readPending().finally(() => {
+      this.reading = undefined;
+      if (this.pending.size > 0) this.readSoon();
     });
   }
 
-  private async drain(): Promise<void> {
+  /** Reads the runs named since the last read, and hands each its record. */
+  private async readPending(): Promise<void> {
     const { store } = this.options;
+    const ids = [...this.pending].filter((id) => this.runs.has(id));
+    this.pending.clear();
     try {
-      let ids: string[];
-      if (this.checkAll) {
-        this.checkAll = false;
-        this.pending.clear();
-        ids = [...this.runs.keys()];
-        if (store.runVersions && ids.length > 0) {
-          const versions = await store.runVersions(ids);
-          ids = ids.filter((id) => {
-            const version = versions.get(id);
-            const run = this.runs.get(id);
-            return version !== undefined && run !== undefined && version > run.current.version;
-          });
-        }
-      } else {
-        ids = [...this.pending];
-        this.pending.clear();
-      }
-      for (const id of ids) {
-        const run = this.runs.get(id);
-        if (!run) continue;
-        const fresh = await store.getRun(id);
-        if (fresh) run.observe(fresh);
+      for (let i = 0; i < ids.length; i += readBatch) {
+        const batch = ids.slice(i, i + readBatch);
+        const fresh = store.getRuns ? await store.getRuns(batch) : await Promise.all(batch.map((id) => store.getRun(id)));
+        for (const run of fresh) if (run) this.runs.get(run.id)?.observe(run);
       }
     } catch {
       // The next change or periodic check reads again; a lost lease shows up as an epoch change.
     }
+  }
+
+  private checkSoon(): void {
+    if (this.checking) return;
+    this.checking = this.checkEvery().finally(() => {
+      this.checking = undefined;
+      if (this.checkAll) this.checkSoon();
+    });
+  }
+
+  /** The periodic check: names every run whose stored version is ahead of its executor's. */
+  private async checkEvery(): Promise<void> {
+    const { store } = this.options;
+    this.checkAll = false;
+    let ids = [...this.runs.keys()];
+    if (ids.length === 0) return;
+    try {
+      if (store.runVersions) {
+        const versions = await store.runVersions(ids);
+        ids = ids.filter((id) => {
+          const version = versions.get(id);
+          const run = this.runs.get(id);
+          return version !== undefined && run !== undefined && version > run.current.version;
+        });
+      }
+    } catch {
+      return;
+    }
+    for (const id of ids) if (this.runs.has(id)) this.pending.add(id);
+    if (this.pending.size > 0) this.readSoon();
   }
 
   private async renewLeases(): Promise<void> {

@@ -11,7 +11,7 @@ import { systemClock, type Clock } from "./clock.js";
 import { getRun, hasLiveLease, type ControlHost, type ControlOptions } from "./control-command.js";
 import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
-import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError } from "./errors.js";
+import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns } from "./halt-command.js";
 import { RunWatcher } from "./run-watcher.js";
@@ -25,6 +25,7 @@ import { restoreState, SnapshotWriter } from "./snapshot.js";
 import type { RunStatus } from "./status.js";
 import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
+import { versionCompatible } from "./version-pin.js";
 
 export type { CancelPreview } from "./cancel-command.js";
 export type { ControlOptions } from "./control-command.js";
@@ -68,6 +69,14 @@ export interface RuntimeOptions {
   compensation?: Partial<CompensationPolicy>;
   /** Known secret values to keep out of everything stored or sent (createTether fills it from the environment). */
   redactor?: SecretRedactor;
+}
+
+export interface ForkOptions {
+  /** The step of the source run to start from (its snapshot at that step). */
+  fromStep: number;
+  actor?: string;
+  /** Move a run started under another, incompatible version of the agent onto this process's version (otherwise `version_mismatch`). */
+  currentVersion?: boolean;
 }
 
 export interface StartOptions {
@@ -214,6 +223,7 @@ export class Runtime {
     this.closed = true;
     this.stopWorker();
     const executors = this.claims.executors;
+    await Promise.allSettled([...this.claims.checking.values()]);
     for (const { executor } of executors.values()) executor.detach();
     await Promise.allSettled([...executors.values()].map((e) => e.done));
   }
@@ -305,11 +315,18 @@ export class Runtime {
     this.bus.publishJournal(entries.map((entry, index) => ({ ...entry, runId, seq: index + 1 })));
   }
 
-  async fork(runId: string, options: { fromStep: number; actor?: string }): Promise<RunRecord> {
+  /**
+   * A new run from a step of this one, executed by this process's version of the agent. A run
+   * started under a version this one is not compatible with (`compatibleWith`) forks only with
+   * `currentVersion: true`, the person's choice to move its state onto this version.
+   */
+  async fork(runId: string, options: ForkOptions): Promise<RunRecord> {
     const source = await this.get(runId);
     const agent = this.agentFor(source.agent);
     const halt = await this.haltFor(agent.name);
     if (halt) throw new HaltedError(halt);
+    const moved = source.agentVersion !== agent.version;
+    if (!options.currentVersion && !versionCompatible(agent, source.agentVersion)) throw new VersionMismatchError(runId, agent.name, source.agentVersion, agent.version, "fork");
     if (!Number.isInteger(options.fromStep) || options.fromStep < 0 || options.fromStep > source.step) {
       throw new InvalidInputError(`fromStep must be a completed step of run ${runId}: an integer from 0 to ${source.step}`);
     }
@@ -319,7 +336,7 @@ export class Runtime {
     const id = this.ctx.ids("run");
     const actor = options.actor ?? "local";
     const created: JournalInput[] = [
-      { type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep } },
+      { type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner: actor, forkedFrom: runId, fromStep: options.fromStep, ...(moved ? { fromVersion: source.agentVersion } : {}) } },
     ];
     const run = await this.store.createRun(
       {
@@ -433,6 +450,7 @@ export class Runtime {
 
   /** Waits until this process is no longer executing the run. */
   async settled(runId: string): Promise<void> {
+    await this.claims.checking.get(runId);
     await this.claims.executors.get(runId)?.done;
   }
 }

@@ -95,6 +95,21 @@ export class SnapshotWriter {
 /** Verifies and parses a stored snapshot; a single flipped byte refuses with `snapshot_corrupt`. */
 export function restoreState(runId: string, stored: StoredState): { state: AgentState; writer: SnapshotWriter } {
   const { head } = stored;
+  const chain = verifyStoredState(runId, stored);
+  let messages: Message[];
+  let vars: JsonObject;
+  try {
+    messages = stored.messages.map((body) => JSON.parse(body) as Message);
+    vars = JSON.parse(stored.varsJson) as JsonObject;
+  } catch (error) {
+    throw new SnapshotCorruptError(runId, `unreadable JSON in snapshot ${head.seq}: ${(error as Error).message}`);
+  }
+  return { state: { messages, vars }, writer: new SnapshotWriter(head.messageCount, stored.varsJson, chain) };
+}
+
+/** The checks of `restoreState` without parsing the messages (a resume that does not change the state); returns the chain. */
+export function verifyStoredState(runId: string, stored: StoredState): string {
+  const { head } = stored;
   if (head.schemaVersion !== snapshotSchemaVersion) {
     throw new SnapshotCorruptError(runId, `unknown snapshot schema version ${head.schemaVersion} (this Tether reads ${snapshotSchemaVersion})`);
   }
@@ -105,13 +120,5 @@ export function restoreState(runId: string, stored: StoredState): { state: Agent
   if (chain !== head.chain || snapshotChecksum(chain, stored.varsJson, head.step, head.messageCount) !== head.checksum) {
     throw new SnapshotCorruptError(runId, `checksum mismatch in snapshot ${head.seq}`);
   }
-  let messages: Message[];
-  let vars: JsonObject;
-  try {
-    messages = stored.messages.map((body) => JSON.parse(body) as Message);
-    vars = JSON.parse(stored.varsJson) as JsonObject;
-  } catch (error) {
-    throw new SnapshotCorruptError(runId, `unreadable JSON in snapshot ${head.seq}: ${(error as Error).message}`);
-  }
-  return { state: { messages, vars }, writer: new SnapshotWriter(head.messageCount, stored.varsJson, chain) };
+  return chain;
 }

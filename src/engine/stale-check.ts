@@ -1,5 +1,6 @@
 import type { AgentDefinition } from "./agent.js";
 import type { EngineContext } from "./engine-context.js";
+import type { AgentState } from "./state.js";
 import type { RunRecord } from "./store.js";
 
 /**
@@ -27,4 +28,11 @@ export async function staleReasons(ctx: EngineContext, run: RunRecord, agent: Ag
     if (verdict !== true) reasons.push(`resource ${definition.name} drifted: ${verdict}`);
   }
   return reasons;
+}
+
+/** What an `onStale` refresh changed, for its journal entry: the vars it changed, and messages added or removed. */
+export function describeRefresh(before: AgentState, after: AgentState): { vars: string[]; messages: number } {
+  const keys = new Set([...Object.keys(before.vars ?? {}), ...Object.keys(after.vars ?? {})]);
+  const vars = [...keys].filter((key) => JSON.stringify((before.vars as Record<string, unknown>)[key]) !== JSON.stringify((after.vars as Record<string, unknown>)[key])).sort();
+  return { vars, messages: after.messages.length - before.messages.length };
 }

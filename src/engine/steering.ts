@@ -4,11 +4,17 @@ import { validateMessage } from "./state-edits.js";
 import { isTerminal } from "./status.js";
 import type { RunRecord, SteeringMessage } from "./store.js";
 
+/** The messages a person sent that the agent has not received yet. */
+export function undeliveredSteering(run: RunRecord): SteeringMessage[] {
+  return run.steering ? run.steering.messages.slice(run.steering.delivered) : [];
+}
+
 /**
  * Steering without stopping: a person's message to a run that is working (or paused, or waiting
  * for a worker). It is journaled at once (`message.queued`) and the agent receives it as a user
  * message at its next step boundary, before its next model call (`message.delivered`), with no
- * pause. The executor delivers it (executor.ts, `deliverSteering`).
+ * pause. The step machine delivers it (executor.ts, `deliverSteering`); an async-function agent
+ * reads it with `ctx.messages()` (function-executor.ts).
  */
 export async function sendMessage(ctx: EngineContext, runId: string, text: string, actor: string): Promise<{ run: RunRecord; message: SteeringMessage }> {
   const content = validateMessage(text);

@@ -74,8 +74,9 @@ export interface RunRecord {
   inflight: InflightCall | null;
   /**
    * Every call in flight, when an agent may make several at once (an async-function agent's
-   * gates awaited together); `inflight` is then the oldest of them, or the one a person must
-   * decide on. Absent on step-machine runs, whose one call is `inflight`.
+   * gates awaited together, or a step machine's tool calls of one turn with `parallelToolCalls`);
+   * `inflight` is then the oldest of them, or the one a person must decide on. Absent (or empty)
+   * while a run makes one call at a time: that call is `inflight`.
    */
   inflightCalls?: InflightCall[];
   waitingFor: WaitingFor | null;
@@ -102,6 +103,12 @@ export interface RunRecord {
    * before approvals existed.
    */
   approvals?: ApprovalRequest[];
+  /**
+   * Set when a process without the agent's code resumed the run (or decided its last approval):
+   * it could not run the stale check, so the worker that claims the run runs it (and `onStale`)
+   * before the first call. Absent or null otherwise.
+   */
+  uncheckedResume?: { actor: string; at: number } | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -135,6 +142,7 @@ export type RunPatch = Partial<
     | "lease"
     | "steering"
     | "approvals"
+    | "uncheckedResume"
   >
 >;
 
@@ -442,6 +450,12 @@ export interface Store {
    * Resolves once changes are being watched; the function it resolves to stops watching.
    */
   watchRuns?(onChange: (runId: string) => void): Promise<() => void>;
+
+  /**
+   * Optional: the records of these runs that exist, read together (one round trip where the store
+   * can). A worker's watcher reads the runs `watchRuns` named with it; without it, `getRun` each.
+   */
+  getRuns?(runIds: readonly string[]): Promise<RunRecord[]>;
 
   /** Optional, cheap: the stored `version` of each of these runs that exists. */
   runVersions?(runIds: readonly string[]): Promise<Map<string, number>>;

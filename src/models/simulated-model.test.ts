@@ -3,6 +3,8 @@ import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { tool } from "../engine/tool.js";
 import { harness, type Harness } from "../testing/index.js";
+import { stringForPattern } from "./schema-sample.js";
+import { seededRandom } from "./seeded-random.js";
 import { SimulatedModel } from "./simulated-model.js";
 
 let h: Harness | undefined;
@@ -45,5 +47,125 @@ describe("the simulated model's default script with a user's own tools", () => {
     const last = state.messages[state.messages.length - 1];
     expect(last).toMatchObject({ role: "assistant" });
     expect(String(last.content)).toMatch(/^Final answer: fetch_page returned \{"words":1200\}\./);
+  });
+});
+
+describe("the simulated model's arguments are valid for the tool's schema", () => {
+  const schemas = {
+    url: z.string().url(),
+    email: z.email(),
+    id: z.uuid(),
+    when: z.iso.datetime(),
+    day: z.iso.date(),
+    code: z.string().regex(/^[A-Z]{3}-\d{2,4}$/),
+    sku: z.string().regex(/^(?:sku|SKU)_[a-f0-9]{6}$/),
+    title: z.string().min(20).max(24),
+    short: z.string().max(3),
+    count: z.number().int(),
+    page: z.number().int().min(1).max(3),
+    score: z.number().positive().lt(1),
+    price: z.number().gt(100).multipleOf(5),
+    ratio: z.number().max(0.5),
+    tags: z.array(z.string().min(2)).min(2).max(3),
+    pair: z.tuple([z.string(), z.number().int()]),
+    counts: z.record(z.string(), z.number().int().nonnegative()),
+    kind: z.enum(["a", "b"]),
+    fixed: z.literal("x"),
+    either: z.union([z.number().int().min(5), z.string()]),
+    maybe: z.string().nullable(),
+    nested: z.object({ at: z.iso.date(), keys: z.array(z.uuid()).length(2) }).strict(),
+    both: z.object({ a: z.string() }).and(z.object({ b: z.boolean() })),
+  };
+
+  it("every sampled call passes the tool's own validation, for many seeds", async () => {
+    const seen: unknown[] = [];
+    const record = tool({
+      name: "record",
+      description: "Record a thing",
+      input: z.object(schemas).strict(),
+      execute: async (input) => {
+        seen.push(input);
+        return { ok: true };
+      },
+    });
+    const agent = toolLoopAgent({ name: "recorder", tools: [record], model: "simulated:sim-1" });
+    h = harness([agent]);
+    for (let seed = 1; seed <= 20; seed++) {
+      const run = await h.runtime.start("recorder", "record it", { model: `simulated:sim-1?seed=${seed}&tps=Infinity&rounds=2` });
+      const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
+      expect(done.status).toBe("completed");
+      const errors = (await h.runtime.state(run.id)).messages.filter((m) => m.role === "tool" && m.isError);
+      expect(errors, `seed ${seed}`).toEqual([]);
+    }
+    expect(seen).toHaveLength(40);
+    for (const input of seen) expect(z.object(schemas).strict().safeParse(input).success).toBe(true);
+    // Type limits (zod writes ±2^53 for .int()) are not taken as the range: the numbers stay small.
+    expect(seen.every((input) => Math.abs((input as { count: number }).count) <= 10)).toBe(true);
+  });
+
+  it("writes strings for the common regular-expression subset, and says when it cannot", () => {
+    const random = seededRandom(7);
+    for (const pattern of ["^[A-Z]{3}-\\d{2}$", "^(foo|bar)+_\\w{3,5}$", "^v\\d+\\.\\d+\\.\\d+$", "^[a-z0-9._-]{1,8}@example\\.(com|org)$", "^#[0-9a-fA-F]{6}$"]) {
+      const text = stringForPattern(pattern, random);
+      expect(text, pattern).toMatch(new RegExp(pattern, "u"));
+    }
+    expect(stringForPattern("^(?!x)y$", random)).toBeUndefined();
+    expect(stringForPattern("^(a)\\1$", random)).toBeUndefined();
+  });
+});
+
+describe("the simulated model with scripted turns", () => {
+  it("answers the n-th model call with the n-th turn: tool calls with their arguments, then the final text", async () => {
+    const seen: { tool: string; input: unknown }[] = [];
+    const lookup = tool({
+      name: "lookup",
+      description: "Look up an order",
+      input: z.object({ orderId: z.string() }),
+      execute: async (input) => {
+        seen.push({ tool: "lookup", input });
+        return { status: "shipped" };
+      },
+    });
+    const notify = tool({
+      name: "notify",
+      description: "Tell the customer",
+      input: z.object({ to: z.email(), text: z.string() }),
+      execute: async (input) => {
+        seen.push({ tool: "notify", input });
+        return { sent: true };
+      },
+    });
+    const model = new SimulatedModel({
+      tokensPerSecond: Number.POSITIVE_INFINITY,
+      script: [
+        { text: "Checking both orders.", toolCalls: [{ toolName: "lookup", input: { orderId: "A-1" } }, { toolName: "lookup", input: { orderId: "B-2" } }] },
+        { text: "Telling Ada.", toolCalls: [{ toolName: "notify", input: { to: "ada@example.com", text: "Both shipped" } }] },
+        { text: "Both orders shipped; Ada knows." },
+      ],
+    });
+    // Listed in the opposite order of their use: a script decides, not the list.
+    h = harness([toolLoopAgent({ name: "support", tools: [notify, lookup], model })]);
+    const run = await h.runtime.start("support", "where are my orders?");
+    const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status).toBe("completed");
+    expect(done.output).toBe("Both orders shipped; Ada knows.");
+    expect(seen).toEqual([
+      { tool: "lookup", input: { orderId: "A-1" } },
+      { tool: "lookup", input: { orderId: "B-2" } },
+      { tool: "notify", input: { to: "ada@example.com", text: "Both shipped" } },
+    ]);
+  });
+
+  it("a model call past the last turn fails with model_error, saying so, and the run pauses", async () => {
+    const model = new SimulatedModel({ tokensPerSecond: Number.POSITIVE_INFINITY, script: [{ text: "Looking.", toolCalls: [{ toolName: "lookup", input: { orderId: "A-1" } }] }] });
+    const lookup = tool({ name: "lookup", description: "Look up an order", input: z.object({ orderId: z.string() }), execute: async () => ({ status: "shipped" }) });
+    h = harness([toolLoopAgent({ name: "short", tools: [lookup], model })]);
+    const run = await h.runtime.start("short", "where is my order?");
+    const paused = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(paused).toMatchObject({
+      status: "paused",
+      statusReason: "model_error: the simulated model's script has 1 turn and this is model call 2 of the run: add a turn, or end the last one without tool calls",
+    });
+    expect((await h.runtime.journal(run.id)).filter((e) => e.type === "call.failed")).toHaveLength(1);
   });
 });

@@ -1,10 +1,14 @@
+import { z } from "zod";
 import { systemClock, type Clock } from "../engine/clock.js";
+import { ModelCallError } from "../engine/errors.js";
 import type { Json } from "../engine/json.js";
 import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel, ToolSpec } from "../engine/model.js";
 import type { Message } from "../engine/state.js";
 import { hashString, seededRandom, type Random } from "./seeded-random.js";
-import { paragraph, sampleFromSchema } from "./simulated-text.js";
+import { sampleFromSchema } from "./schema-sample.js";
+import { paragraph } from "./simulated-text.js";
 
+/** One assistant turn: its text, and the tool calls it asks for (none: the agent's final answer). */
 export interface SimulatedTurn {
   text: string;
   toolCalls?: { toolName: string; input: Json }[];
@@ -28,7 +32,12 @@ export interface SimulatedModelOptions {
   seed?: number;
   /** Streaming speed; `Infinity` streams without waiting. Default 40. */
   tokensPerSecond?: number;
-  script?: SimulatedScript;
+  /**
+   * What it answers: the turns in order (the n-th model call of a run, counted by the assistant
+   * turns its conversation holds, answers with the n-th; a call past the last fails with
+   * `model_error`), or a function from the conversation to the next turn. Default: `genericScript(rounds)`.
+   */
+  script?: SimulatedScript | readonly SimulatedTurn[];
   modelId?: string;
   clock?: Clock;
   /** Tool-calling rounds of the default script before it answers. Default 3. */
@@ -100,12 +109,44 @@ function callFor(tool: ToolSpec, random: Random, task: string, results: Map<stri
   const properties = (tool.inputSchema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
   if (input === null || typeof input !== "object" || Array.isArray(input)) return { toolName: tool.name, input };
   for (const key of Object.keys(input)) {
+    const property = properties[key] as Json;
     const type = properties[key]?.type;
     const known = results.get(key);
-    if (known !== undefined && (typeof known === type || (type === "integer" && Number.isInteger(known)))) input[key] = known;
-    else if (type === "string" && queryField.test(key)) input[key] = earlier === 0 ? task : `${task} (${String(input[key])})`;
+    if (known !== undefined && (typeof known === type || (type === "integer" && Number.isInteger(known))) && fits(known, property)) input[key] = known;
+    else if (type === "string" && queryField.test(key)) {
+      const query = earlier === 0 ? task : `${task} (${String(input[key])})`;
+      if (fits(query, property)) input[key] = query;
+    }
   }
   return { toolName: tool.name, input };
+}
+
+const validators = new WeakMap<object, z.ZodType | null>();
+
+/** Whether a value taken from the conversation is valid for the argument's schema (else the sampled one stays). */
+function fits(value: Json, schema: Json): boolean {
+  if (typeof schema !== "object" || schema === null) return true;
+  let validator = validators.get(schema);
+  if (validator === undefined) {
+    try {
+      validator = z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
+    } catch {
+      validator = null;
+    }
+    validators.set(schema, validator);
+  }
+  return validator === null || validator.safeParse(value).success;
+}
+
+/** A script of exact turns: the n-th model call answers with `turns[n]`. */
+export function scriptedTurns(turns: readonly SimulatedTurn[]): SimulatedScript {
+  return ({ turn }) => {
+    const next = turns[turn];
+    if (next === undefined) {
+      throw new ModelCallError(`the simulated model's script has ${turns.length} turn${turns.length === 1 ? "" : "s"} and this is model call ${turn + 1} of the run: add a turn, or end the last one without tool calls`, { model: "simulated", turn, turns: turns.length });
+    }
+    return structuredClone(next);
+  };
 }
 
 function preview(content: Json): string {
@@ -136,7 +177,8 @@ export class SimulatedModel implements TetherModel {
   constructor(options: SimulatedModelOptions = {}) {
     this.seed = options.seed ?? 42;
     this.tokensPerSecond = options.tokensPerSecond ?? 40;
-    this.script = options.script ?? genericScript(options.rounds ?? 3);
+    const script = options.script ?? genericScript(options.rounds ?? 3);
+    this.script = typeof script === "function" ? script : scriptedTurns(script);
     this.modelId = options.modelId ?? "sim-1";
     this.clock = options.clock ?? systemClock;
   }

@@ -122,6 +122,8 @@ export interface EditStateBody {
 
 export interface ForkBody {
   fromStep: number;
+  /** Move a run started under an incompatible version of the agent onto the server's version (otherwise `version_mismatch`). */
+  currentVersion?: boolean;
 }
 
 export interface StorageResponse {

@@ -26,6 +26,7 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   already_decided: 409,
   no_pending_approval: 409,
   approval_pending: 409,
+  version_mismatch: 409,
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,

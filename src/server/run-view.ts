@@ -20,6 +20,10 @@ export function waitingForMs(run: RunRecord, now: number): number | null {
   return waiting ? Math.max(0, now - waiting.since) : null;
 }
 
+/**
+ * A run as the API shows it: the record (with `inflight`, and `inflightCalls` listing every call
+ * in flight when several run at once), what a cancel would compensate, and what a stopping run waits on.
+ */
 export async function runView(runtime: Runtime, run: RunRecord): Promise<RunView> {
   const pending = isTerminal(run.status) ? [] : pendingCompensations(await runtime.store.listEffects(run.id));
   return {

@@ -106,7 +106,7 @@ export const editStateBodySchema = z
   })
   .refine((body) => body.message !== undefined || body.patch !== undefined, { message: "give a message, a patch, or both" });
 
-export const forkBodySchema = z.strictObject({ fromStep: z.number().int().min(0) });
+export const forkBodySchema = z.strictObject({ fromStep: z.number().int().min(0), currentVersion: z.boolean().optional() });
 
 export const approveBodySchema = z.strictObject({
   callSeq: z.number().int().min(1).optional(),

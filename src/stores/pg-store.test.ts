@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { SnapshotWriter } from "../engine/snapshot.js";
 import { storeConformance } from "../testing/store-conformance.js";
 import { tempPostgres } from "../testing/temp-postgres.js";
+import pg from "pg";
+import { migrations } from "./pg-schema.js";
 import { PostgresStore } from "./pg-store.js";
 
 storeConformance("postgres", async () => {
@@ -52,6 +54,170 @@ describe("PostgresStore", () => {
       const stale = await a.update({ runId: "run_1", expect: { version: 2 }, set: { step: 4 } });
       expect(stale.ok).toBe(false);
       expect((await b.readJournal("run_1")).map((e) => e.seq)).toEqual([1, 2, 3]);
+    } finally {
+      await db.cleanup();
+    }
+  });
+
+  it("tells other connections' watchers of a control command written under the executing worker's epoch, not of that worker's own writes", async () => {
+    const db = tempPostgres();
+    try {
+      const [worker, control] = [await db.open().open(), await db.open().open()];
+      await worker.createRun(
+        { id: "run_1", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1 },
+        SnapshotWriter.forNewRun({ messages: [], vars: {} }, 1, 0).write,
+        [{ type: "run.created", at: 1, data: {} }],
+      );
+      const claimed = await worker.update({ runId: "run_1", claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 2, data: {} }] });
+      const epoch = claimed.run.epoch;
+      const heard: string[] = [];
+      let hear: () => void = () => undefined;
+      const stop = await worker.watchRuns((runId) => {
+        heard.push(runId);
+        hear();
+      });
+      const next = () => new Promise<void>((resolve) => (hear = resolve));
+      // The worker's own step: fenced by its epoch, no command. Then a pause from elsewhere, as
+      // the runtime writes it: expecting the status and epoch it was decided on, with its command.
+      await worker.update({ runId: "run_1", expect: { epoch }, set: { step: 1 }, journal: [{ type: "status", at: 3, data: {} }] });
+      const notified = next();
+      const command = { id: "cmd_1", runId: "run_1", type: "pause" as const, actor: "ops", reason: null, payload: {}, createdAt: 4, appliedAt: null, outcome: null };
+      const paused = await control.update({ runId: "run_1", expect: { status: ["running"], epoch }, set: { status: "pausing" }, journal: [{ type: "control", at: 4, data: {} }], insertCommand: command });
+      expect(paused.ok).toBe(true);
+      await notified;
+      expect(heard).toEqual(["run_1"]);
+      expect((await worker.getRuns(["run_1", "run_missing"])).map((r) => [r.id, r.status, r.version])).toEqual([["run_1", "pausing", paused.run.version]]);
+      stop();
+    } finally {
+      await db.cleanup();
+    }
+  });
+
+  it("upgrades a schema at migration 1: its runs read, change and list by update time as before", async () => {
+    const db = tempPostgres();
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const first = await db.open().open();
+      await first.createRun(
+        { id: "run_1", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 120_000 },
+        SnapshotWriter.forNewRun({ messages: [], vars: {} }, 120_000, 0).write,
+        [{ type: "run.created", at: 120_000, data: {} }],
+      );
+      await first.close();
+      // Back to the tables as migration 1 left them.
+      const s = `"${db.schema}"`;
+      await client.query(`ALTER TABLE ${s}.runs DROP COLUMN updated_bucket`);
+      await client.query(`CREATE INDEX runs_by_status ON ${s}.runs (status, updated_at)`);
+      await client.query(`CREATE INDEX runs_by_updated ON ${s}.runs (updated_at)`);
+      await client.query(`CREATE INDEX journal_snapshots ON ${s}.journal (run_id, snap_step) WHERE snap_seq IS NOT NULL`);
+      await client.query(`DELETE FROM ${s}.migrations WHERE version > 1`);
+
+      const store = await db.open().open();
+      const applied = await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations ORDER BY version`);
+      expect(applied.rows.map((r) => r.version)).toEqual(migrations.map((m) => m.version));
+      expect(await store.getRun("run_1")).toMatchObject({ status: "queued", updatedAt: 120_000 });
+      expect((await store.listRuns({ updatedAfter: 119_999 })).map((r) => r.id)).toEqual(["run_1"]);
+      expect(await store.listRuns({ updatedAfter: 120_000 })).toEqual([]);
+      await store.update({ runId: "run_1", set: { status: "running" }, journal: [{ type: "status", at: 185_000, data: {} }] });
+      expect((await store.listRuns({ updatedAfter: 184_999 })).map((r) => r.id)).toEqual(["run_1"]);
+      expect(await store.listRuns({ updatedAfter: 185_000 })).toEqual([]);
+      expect((await store.loadState("run_1")).head.step).toBe(0);
+    } finally {
+      await client.end();
+      await db.cleanup();
+    }
+  });
+
+  it("writes the steps waiting for a busy pool together: each run's own messages and journal, a moved run retried, a fenced one refused", async () => {
+    const db = tempPostgres();
+    // One connection: the steps of ten runs wait for it and go in one statement.
+    const worker = await new PostgresStore({ connectionString: db.url, schema: db.schema, poolSize: 1 }).open();
+    const other = await db.open().open();
+    try {
+      const writers: SnapshotWriter[] = [];
+      const epochs: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const { writer, write } = SnapshotWriter.forNewRun({ messages: [], vars: {} }, i, 0);
+        await worker.createRun(
+          { id: `run_${i}`, agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: i },
+          write,
+          [{ type: "run.created", at: i, data: {} }],
+        );
+        writer.commit();
+        writers.push(writer);
+        epochs.push((await worker.update({ runId: `run_${i}`, claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 10, data: {} }] })).run.epoch);
+      }
+      await other.update({ runId: "run_3", set: { statusReason: "noted" }, journal: [{ type: "status", at: 11, data: {} }] });
+      await other.update({ runId: "run_4", claim: { workerId: "w2", until: 10_000 }, journal: [{ type: "status", at: 12, data: {} }] });
+      const results = await Promise.all(
+        writers.map((writer, i) =>
+          worker.update({
+            runId: `run_${i}`,
+            expect: { epoch: epochs[i] },
+            set: { step: 1 },
+            journal: [
+              { type: "call.completed", at: 20, callSeq: 1, data: { i } },
+              { type: "call.started", at: 20, callSeq: 2, data: { i } },
+            ],
+            snapshot: writer.prepare({ messages: [{ role: "user", content: `hello ${i}` }, { role: "assistant", content: `hi ${i}` }], vars: { i } }, 1, 20),
+          }),
+        ),
+      );
+      expect(results.map((r) => r.ok)).toEqual([true, true, true, true, false, true, true, true, true, true]);
+      for (let i = 0; i < 10; i++) {
+        const journal = await other.readJournal(`run_${i}`);
+        const state = await other.loadState(`run_${i}`);
+        if (i === 4) {
+          expect(journal.map((e) => e.type)).toEqual(["run.created", "status", "status"]);
+          expect(state.messages).toEqual([]);
+          continue;
+        }
+        expect(journal.map((e) => e.seq)).toEqual(journal.map((_, n) => n + 1));
+        expect(journal.slice(-2).map((e) => [e.type, e.data])).toEqual([
+          ["call.completed", { i }],
+          ["call.started", { i }],
+        ]);
+        expect(state.messages.map((m) => JSON.parse(m).content)).toEqual([`hello ${i}`, `hi ${i}`]);
+        expect(JSON.parse(state.varsJson)).toEqual({ i });
+        expect(await other.getRun(`run_${i}`)).toMatchObject({ step: 1, ...(i === 3 ? { statusReason: "noted" } : {}) });
+      }
+    } finally {
+      await worker.close();
+      await db.cleanup();
+    }
+  });
+
+  it("renews the leases due together, each only for its holder, including a run another process wrote meanwhile", async () => {
+    const db = tempPostgres();
+    try {
+      const [worker, other] = [await db.open().open(), await db.open().open()];
+      const epochs: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        await worker.createRun(
+          { id: `run_${i}`, agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: i },
+          SnapshotWriter.forNewRun({ messages: [], vars: {} }, i, 0).write,
+          [{ type: "run.created", at: i, data: {} }],
+        );
+        const claimed = await worker.update({ runId: `run_${i}`, claim: { workerId: "w", until: 1_000 }, set: { status: "running" }, journal: [{ type: "status", at: 10, data: {} }] });
+        epochs.push(claimed.run.epoch);
+      }
+      // run_2 moves under the worker's feet; run_3 was taken over by another worker (epoch + 1).
+      await other.update({ runId: "run_2", set: { statusReason: "noted" }, journal: [{ type: "status", at: 11, data: {} }] });
+      await other.update({ runId: "run_3", claim: { workerId: "w2", until: 5_000 }, journal: [{ type: "status", at: 12, data: {} }] });
+      const results = await Promise.all(
+        [0, 1, 2, 3].map((i) => worker.update({ runId: `run_${i}`, renewLease: { workerId: "w", until: 9_000 }, expect: { epoch: epochs[i] } })),
+      );
+      expect(results.map((r) => r.ok)).toEqual([true, true, true, false]);
+      const stored = await Promise.all([0, 1, 2, 3].map((i) => other.getRun(`run_${i}`)));
+      expect(stored.map((r) => r!.lease)).toEqual([
+        { workerId: "w", epoch: epochs[0], until: 9_000 },
+        { workerId: "w", epoch: epochs[1], until: 9_000 },
+        { workerId: "w", epoch: epochs[2], until: 9_000 },
+        { workerId: "w2", epoch: epochs[3] + 1, until: 5_000 },
+      ]);
+      expect(stored[2]).toMatchObject({ statusReason: "noted", version: 4 });
+      expect(results.slice(0, 3).map((r) => r.run.version)).toEqual([3, 3, 4]);
     } finally {
       await db.cleanup();
     }

@@ -23,7 +23,7 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
-import { migrate, quoteIdentifier } from "./pg-schema.js";
+import { migrate, quoteIdentifier, updatedBucket } from "./pg-schema.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
 export interface PostgresStoreOptions {
@@ -49,6 +49,7 @@ interface CachedRun {
   doc: string;
   version: number;
   varsSeq: number;
+  status: string;
 }
 
 const maxCachedRuns = 20_000;
@@ -68,14 +69,23 @@ export class PostgresStore implements Store {
   readonly schema: string;
   private readonly pool: pg.Pool;
   /**
-   * Writes that change a run's status (a pause, a cancel, a run pausing or ending) and every
-   * write of a run that is pausing, cancelling or halted go through their own two connections, so
-   * they never queue behind a busy worker's step writes.
+   * Every write of a run that is or becomes pausing, paused, cancelling or halted (a pause, a
+   * cancel, a resume, the executor stopping), the reads of a notified run, and the reads of a run
+   * seen stopping go through their own two connections, so they never queue behind a busy
+   * worker's step writes.
    */
   private readonly controlPool: pg.Pool;
   private readonly s: string;
   private readonly channel: string;
   private readonly cache = new Map<string, CachedRun>();
+  private renewals: Renewal[] = [];
+  /** Steps waiting for the main pool, in the order they came (see `stepTogether`). */
+  private readonly steps = new Set<StepWrite>();
+  private readonly mainSize: number;
+  private mainBusy = 0;
+  private readonly mainQueue: { resolve: (turn: boolean) => void; stale: Stale | undefined }[] = [];
+  /** Per run, the executing worker's write in progress here (see `update`). */
+  private readonly writing = new Map<string, Promise<void>>();
   private ready: Promise<void>;
   private readonly watchers = new Set<(runId: string) => void>();
   private listening: Promise<void> | undefined;
@@ -86,7 +96,8 @@ export class PostgresStore implements Store {
     this.schema = options.schema ?? "tether";
     this.s = quoteIdentifier(this.schema);
     this.channel = `${this.schema}_runs`;
-    this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, types });
+    this.mainSize = options.poolSize ?? 10;
+    this.pool = new pg.Pool({ connectionString: options.connectionString, max: this.mainSize, types });
     this.controlPool = new pg.Pool({ connectionString: options.connectionString, max: 2, types });
     // An idle connection that fails (the server restarted) is dropped by the pool; no crash.
     this.pool.on("error", () => undefined);
@@ -108,24 +119,84 @@ export class PostgresStore implements Store {
    * connection the first time that connection runs it, so a step's write is not planned again.
    */
   private async query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = [], via?: pg.PoolClient | pg.Pool): Promise<pg.QueryResult<R>> {
+    return (await this.queryUnless(undefined, sql, params, via))!;
+  }
+
+  /**
+   * `query`, or undefined without a round trip when `stale.check()` holds before the statement is
+   * sent: checked when its turn for the main pool comes, and at once when a newer row of run
+   * `stale.runId` is read meanwhile (a notified pause).
+   */
+  private async queryUnless<R extends pg.QueryResultRow>(stale: Stale | undefined, sql: string, params: unknown[], via?: pg.PoolClient | pg.Pool, first = false): Promise<pg.QueryResult<R> | undefined> {
     await this.ready;
+    const main = via === undefined;
+    if (main && !(await this.mainTurn(stale, first))) return undefined;
     try {
       return await (via ?? this.pool).query<R>({ name: statementName(sql), text: sql, values: params });
     } catch (error) {
       if (TetherError.isInstance(error)) throw error;
       throw storeError("PostgreSQL store", error);
+    } finally {
+      if (main) this.mainDone();
     }
+  }
+
+  /**
+   * Waits for a free connection of the main pool: true once it has one, false (holding none) when
+   * `stale` turned true first. The queue is this store's rather than the pool's so that a write
+   * of a run paused while its step waited here is dropped, not sent to fail.
+   */
+  private mainTurn(stale?: Stale, first = false): Promise<boolean> {
+    if (stale?.check()) return Promise.resolve(false);
+    if (this.mainBusy < this.mainSize) {
+      this.mainBusy += 1;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => (first ? this.mainQueue.unshift({ resolve, stale }) : this.mainQueue.push({ resolve, stale })));
+  }
+
+  private mainDone(): void {
+    for (;;) {
+      const next = this.mainQueue.shift();
+      if (!next) {
+        this.mainBusy -= 1;
+        return;
+      }
+      if (next.stale?.check()) {
+        next.resolve(false);
+        continue;
+      }
+      next.resolve(true);
+      return;
+    }
+  }
+
+  /** A newer row of `runId` was read: its queued statements that can only fail leave the queue now. */
+  private dropStale(runId: string): void {
+    if (this.mainQueue.some((w) => w.stale?.runId === runId)) this.dropWhere((w) => w.stale?.runId === runId && w.stale.check());
+  }
+
+  /** Takes the waiters that match out of the main pool's queue, with no turn. */
+  private dropWhere(drop: (waiting: { stale: Stale | undefined }) => boolean): void {
+    const kept = this.mainQueue.filter((w) => {
+      if (!drop(w)) return true;
+      w.resolve(false);
+      return false;
+    });
+    this.mainQueue.splice(0, this.mainQueue.length, ...kept);
   }
 
   async createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord> {
     const record = newRunRecord(run);
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc];
-    const ctes = [`upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9) RETURNING id)`];
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt)];
+    const ctes = [
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10) RETURNING id)`,
+    ];
     ctes.push(...this.childWrites(params, plan, {}));
     await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);
-    this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq });
+    this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq, status: plan.record.status });
     return JSON.parse(doc) as RunRecord;
   }
 
@@ -135,17 +206,40 @@ export class PostgresStore implements Store {
   }
 
   private async readRow(runId: string): Promise<CachedRun | undefined> {
-    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number }>(`SELECT doc, version, vars_seq FROM ${this.s}.runs WHERE id = $1`, [runId]);
+    // A run this process last saw stopping is read on the control lane, like its writes.
+    const lane = this.stopping(runId) ? this.controlPool : undefined;
+    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; status: string }>(`SELECT doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = $1`, [runId], lane);
     if (!rows[0]) {
       this.cache.delete(runId);
       return undefined;
     }
-    const row = { doc: rows[0].doc, version: rows[0].version, varsSeq: rows[0].vars_seq };
+    const row = { doc: rows[0].doc, version: rows[0].version, varsSeq: rows[0].vars_seq, status: rows[0].status };
     this.remember(runId, row);
     return row;
   }
 
+  /**
+   * The runs a notification named, read together on the control lane: a pause reaches its
+   * executor without queuing behind the worker's step writes.
+   */
+  async getRuns(runIds: readonly string[]): Promise<RunRecord[]> {
+    if (runIds.length === 0) return [];
+    const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number; status: string }>(
+      `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = ANY($1::text[])`,
+      [[...runIds]],
+      this.controlPool,
+    );
+    return rows.map((row) => {
+      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq, status: row.status });
+      this.dropStale(row.id);
+      return JSON.parse(row.doc) as RunRecord;
+    });
+  }
+
+  /** Keeps the newer of what is cached and `row` (a read may return after a newer write of this process). */
   private remember(runId: string, row: CachedRun): void {
+    const cached = this.cache.get(runId);
+    if (cached && cached.version > row.version) return;
     this.cache.delete(runId);
     this.cache.set(runId, row);
     if (this.cache.size > maxCachedRuns) this.cache.delete(this.cache.keys().next().value as string);
@@ -168,7 +262,9 @@ export class PostgresStore implements Store {
     }
     if (filter.updatedAfter !== undefined) {
       params.push(filter.updatedAfter);
-      where.push(`updated_at > $${params.length}`);
+      // The indexed bucket narrows to a superset (it is the time rounded up); the time itself decides.
+      params.push(updatedBucket(filter.updatedAfter));
+      where.push(`updated_bucket >= $${params.length} AND updated_at > $${params.length - 1}`);
     }
     params.push(filter.limit ?? 100);
     const sql = `SELECT doc FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
@@ -179,53 +275,276 @@ export class PostgresStore implements Store {
     if (update.snapshot && !update.journal?.length) {
       throw new TetherError("invalid_input", `a snapshot of run ${update.runId} must be written with the journal entry that records the change`);
     }
-    let row = this.cache.get(update.runId) ?? (await this.readRow(update.runId));
+    // The executing worker's own writes of a run (fenced by its epoch; not a claim nor a command)
+    // go one after another: a lease renewal sent while a step is being written would otherwise
+    // lose the version race to it and queue again, and a busy pool makes each retry costly.
+    if (update.expect?.epoch === undefined || update.claim !== undefined || update.insertCommand !== undefined) return this.updateNow(update);
+    const runId = update.runId;
+    const mine = (this.writing.get(runId) ?? Promise.resolve()).then(() => this.updateNow(update));
+    const done = mine.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.writing.set(runId, done);
+    try {
+      return await mine;
+    } finally {
+      if (this.writing.get(runId) === done) this.writing.delete(runId);
+    }
+  }
+
+  private async updateNow(update: RunUpdate): Promise<UpdateResult> {
+    if (renewalOnly(update) && this.cache.has(update.runId)) return new Promise((resolve, reject) => this.renewSoon({ update, resolve, reject }));
+    return this.updateOne(update);
+  }
+
+  /**
+   * Lease renewals (a write of nothing but `renewLease`, which the process's watcher sends for
+   * every run in a long call at once) are written together: one statement for all those due in
+   * this turn of the event loop, ahead of the steps waiting for the main pool, so a busy pool
+   * neither doubles its statements nor lets leases run out. A renewal whose run moved meanwhile
+   * is written on its own.
+   */
+  private renewSoon(renewal: Renewal): void {
+    this.renewals.push(renewal);
+    if (this.renewals.length === 1) setImmediate(() => void this.renewTogether());
+  }
+
+  private async renewTogether(): Promise<void> {
+    const batch = this.renewals.splice(0);
+    const planned: { renewal: Renewal; record: RunRecord; doc: string; varsSeq: number }[] = [];
+    const alone: Renewal[] = [];
+    for (const renewal of batch) {
+      const row = this.cache.get(renewal.update.runId);
+      const current = row && (JSON.parse(row.doc) as RunRecord);
+      if (!row || !current || !expectationsHold(current, renewal.update.expect)) {
+        alone.push(renewal);
+        continue;
+      }
+      const record = applyRunPatch(current, renewal.update);
+      planned.push({ renewal, record, doc: JSON.stringify(record), varsSeq: row.varsSeq });
+    }
+    if (planned.length > 0) {
+      try {
+        const rows = planned.map((p) => ({ id: p.record.id, prev: p.record.version - 1, epoch: p.record.epoch, doc: p.doc, updated_at: p.record.updatedAt, lease_until: p.record.lease?.until ?? null, version: p.record.version }));
+        const result = await this.queryUnless<{ id: string }>(
+          undefined,
+          `UPDATE ${this.s}.runs AS r SET doc = x.doc, updated_at = x.updated_at, lease_until = x.lease_until, version = x.version
+           FROM json_to_recordset($1::json) AS x(id text, prev int, epoch int, doc text, updated_at bigint, lease_until bigint, version int)
+           WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.epoch RETURNING r.id`,
+          [JSON.stringify(rows)],
+          undefined,
+          true,
+        );
+        const written = new Set(result!.rows.map((row) => row.id));
+        for (const p of planned) {
+          if (!written.has(p.record.id)) {
+            alone.push(p.renewal);
+            continue;
+          }
+          this.remember(p.record.id, { doc: p.doc, version: p.record.version, varsSeq: p.varsSeq, status: p.record.status });
+          p.renewal.resolve({ ok: true, run: JSON.parse(p.doc) as RunRecord, journal: [] });
+        }
+      } catch (error) {
+        for (const p of planned) p.renewal.reject(error);
+      }
+    }
+    for (const renewal of alone) this.updateOne(renewal.update).then(renewal.resolve, renewal.reject);
+  }
+
+  private async updateOne(update: RunUpdate): Promise<UpdateResult> {
+    const cached = this.cache.get(update.runId);
+    let row = cached ?? (await this.readRow(update.runId));
+    // Whether `row` is the database's own, as of this update's last statement.
+    let fromDatabase = cached === undefined;
     for (let attempt = 0; ; attempt++) {
       if (!row) throw new RunNotFoundError(update.runId);
       const current = JSON.parse(row.doc) as RunRecord;
       if (!expectationsHold(current, update.expect)) {
-        // The cached row may be behind: only the database's own row can refuse.
-        const fresh = await this.readRow(update.runId);
-        if (!fresh) throw new RunNotFoundError(update.runId);
-        if (fresh.version === row.version) return { ok: false, run: current };
-        row = fresh;
+        // A cached row may be behind: only the database's own row can refuse.
+        if (fromDatabase) return { ok: false, run: current };
+        row = await this.readRow(update.runId);
+        fromDatabase = true;
         continue;
       }
-      const written = await this.tryUpdate(update, current, row.varsSeq);
-      if (written) return written;
+      const tried = await this.tryUpdate(update, current, row.varsSeq);
+      if (tried.written) return tried.written;
       if (attempt > 50) throw new TetherError("store_error", `run ${update.runId} kept changing under an update; giving up after ${attempt} attempts`);
-      row = await this.readRow(update.runId);
+      row = tried.current;
+      fromDatabase = true;
     }
   }
 
-  /** One statement: the row moves only from the version read, and everything else only with it. Undefined when the row had moved. */
-  private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number, via?: pg.PoolClient): Promise<UpdateResult | undefined> {
+  /**
+   * One statement: the row moves only from the version read, and everything else only with it.
+   * When the row had moved (or the epoch fenced the write off), the same statement returns the row
+   * as it is, so a retry needs no read of its own.
+   */
+  private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number, via?: pg.PoolClient): Promise<{ written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined }> {
     const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
-    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq];
+    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq, updatedBucket(record.updatedAt)];
     let fence = "";
     if (update.expect?.epoch !== undefined) {
       params.push(update.expect.epoch);
       fence = ` AND epoch = $${params.length}`;
     }
     const ctes = [
-      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9
+      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9, updated_bucket = $10
         WHERE id = $1 AND version = $2${fence} RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, update));
-    // A write not fenced by the executing worker's epoch comes from elsewhere: tell the workers.
-    const notify = update.expect?.epoch === undefined || update.claim !== undefined;
+    // A write its executing worker did not make (not fenced by its epoch, a claim, or a control
+    // command, which carries the epoch it was decided on): tell the workers.
+    const notify = update.expect?.epoch === undefined || update.claim !== undefined || update.insertCommand !== undefined;
     params.push(this.channel);
-    const select = notify ? `SELECT pg_notify($${params.length}, id) FROM upd` : `SELECT $${params.length}::text FROM upd`;
-    // Status changes, and every write of a run that is stopping, take the control lane.
-    const stopping = current.status !== "running" && current.status !== "queued";
-    const lane = via ?? ((update.set?.status !== undefined && update.set.status !== current.status) || stopping ? this.controlPool : undefined);
-    const result = await this.query(`WITH ${ctes.join(",\n")} ${select}`, params, lane);
-    if (result.rowCount === 0) return undefined;
-    this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq });
+    const written = notify ? `pg_notify($${params.length}, id)::text` : `$${params.length}::text`;
+    // Written: one row, version NULL. Not written: the row as the statement found it.
+    const select = `SELECT ${written} AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
+      UNION ALL SELECT doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`;
+    // Every write of a run that is (or becomes) pausing, paused, cancelling or halted takes the
+    // control lane; a run's steps and its ending take the main pool.
+    const lane = via ?? (controlled(current.status) || controlled(record.status) ? this.controlPool : undefined);
+    // A newer row of the run, read here while this write waited for the main pool (a pause
+    // notified): the statement could only fail, so it is not sent.
+    const newer = { runId: update.runId, check: () => (this.cache.get(update.runId)?.version ?? 0) > current.version };
+    // The executing worker's steps on the main pool are written together with the others waiting.
+    const simple = !update.effects?.length && !update.insertCommand && !update.appliedCommands?.length && !update.claim;
+    if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
+      return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, plan, newer });
+    }
+    const result = await this.queryUnless<{ doc: string; version: number | null; vars_seq: number; status: string }>(newer, `WITH ${ctes.join(",\n")} ${select}`, params, lane);
+    if (!result) {
+      return { current: this.cache.get(update.runId) ?? (await this.readRow(update.runId)) };
+    }
+    const { rows } = result;
+    const found = rows[0];
+    if (found === undefined) {
+      this.cache.delete(update.runId);
+      return { current: undefined };
+    }
+    if (found.version !== null) {
+      const row = { doc: found.doc, version: found.version, varsSeq: found.vars_seq, status: found.status };
+      this.remember(update.runId, row);
+      return { current: row };
+    }
+    this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
-    return { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written };
+    return { written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } };
+  }
+
+  /**
+   * A step of the executing worker (a write fenced by its epoch, with no effects or commands) on
+   * the main pool. It waits for a connection like any statement; the step that gets one writes
+   * every step waiting then (up to `maxStepBatch`, one per run since a run's writes go one after
+   * another) in one statement: one round trip and one commit for all of them, each run's row moving
+   * only from the version its step was planned on. Under no load a step is written alone at once.
+   */
+  private async stepTogether(step: Omit<StepWrite, "taken" | "done" | "finish">): Promise<StepOutcome> {
+    let finish!: (outcome: StepOutcome | Error) => void;
+    const done = new Promise<StepOutcome | Error>((resolve) => (finish = resolve));
+    const mine: StepWrite = { ...step, taken: false, done, finish };
+    this.steps.add(mine);
+    const turn = await this.mainTurn({ runId: step.runId, check: () => mine.taken || step.newer.check() }).catch((error: unknown) => {
+      this.steps.delete(mine);
+      throw error;
+    });
+    if (!turn) {
+      if (!mine.taken) {
+        // A newer row came meanwhile: not sent.
+        this.steps.delete(mine);
+        return { current: this.cache.get(step.runId) ?? (await this.readRow(step.runId)) };
+      }
+    } else {
+      const batch: StepWrite[] = [];
+      for (const waiting of this.steps) {
+        if (batch.length >= maxStepBatch) break;
+        if (waiting !== mine && waiting.newer.check()) continue;
+        waiting.taken = true;
+        this.steps.delete(waiting);
+        batch.push(waiting);
+      }
+      if (!mine.taken) {
+        mine.taken = true;
+        this.steps.delete(mine);
+        batch.push(mine);
+      }
+      // The others taken leave the queue now rather than when their turn would have come.
+      this.dropWhere((waiting) => waiting.stale?.check() === true);
+      try {
+        await this.writeSteps(batch);
+      } finally {
+        this.mainDone();
+      }
+    }
+    const outcome = await done;
+    if (outcome instanceof Error) throw outcome;
+    return outcome;
+  }
+
+  private async writeSteps(batch: StepWrite[]): Promise<void> {
+    batch.sort((a, b) => (a.runId < b.runId ? -1 : 1));
+    const runs = batch.map(({ record, doc, prev, fence, plan }) => ({
+      id: record.id,
+      prev,
+      fence,
+      doc,
+      status: record.status,
+      updated_at: record.updatedAt,
+      lease_until: record.lease?.until ?? null,
+      epoch: record.epoch,
+      version: record.version,
+      vars_seq: plan.varsSeq,
+      updated_bucket: updatedBucket(record.updatedAt),
+    }));
+    const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
+    const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body })) : []));
+    const s = this.s;
+    const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint)),
+      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket
+        FROM x WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
+      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq
+        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int)
+        WHERE y.run_id IN (SELECT id FROM upd)),
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body)
+        SELECT y.run_id, y.idx, y.body FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text) WHERE y.run_id IN (SELECT id FROM upd))
+      SELECT id, NULL::text AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
+      UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id NOT IN (SELECT id FROM upd)`;
+    let rows: { id: string; doc: string | null; version: number | null; vars_seq: number | null; status: string | null }[];
+    try {
+      // This step holds a turn of the main pool: the statement goes straight to it.
+      rows = (await this.query<(typeof rows)[number]>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages)], this.pool)).rows;
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0].finish(error as Error);
+        return;
+      }
+      // A failed statement (a deadlock with a worker that lost its lease) fails no step: each is written alone.
+      for (const step of batch) {
+        await this.writeSteps([step]).catch((e: unknown) => step.finish(e as Error));
+      }
+      return;
+    }
+    const found = new Map(rows.map((row) => [row.id, row]));
+    for (const step of batch) {
+      const row = found.get(step.runId);
+      if (!row) {
+        this.cache.delete(step.runId);
+        step.finish({ current: undefined });
+      } else if (row.version !== null) {
+        const current = { doc: row.doc!, version: row.version, varsSeq: row.vars_seq!, status: row.status! };
+        this.remember(step.runId, current);
+        step.finish({ current });
+      } else {
+        const { record, doc, plan } = step;
+        this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
+        if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
+        step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+      }
+    }
   }
 
   /** Numbers the entries on from the run's last; the snapshot goes on the last of them. */
@@ -375,8 +694,15 @@ export class PostgresStore implements Store {
   }
 
   async listCommands(runId: string): Promise<CommandRecord[]> {
-    const { rows } = await this.query<CommandRow>(`SELECT * FROM ${this.s}.commands WHERE run_id = $1 ORDER BY created_at, n`, [runId]);
+    // A run that is stopping settles its commands on the way: read them on the control lane.
+    const { rows } = await this.query<CommandRow>(`SELECT * FROM ${this.s}.commands WHERE run_id = $1 ORDER BY created_at, n`, [runId], this.stopping(runId) ? this.controlPool : undefined);
     return rows.map(commandFromRow);
+  }
+
+  /** Whether this process last saw the run pausing, cancelling or halted. */
+  private stopping(runId: string): boolean {
+    const status = this.cache.get(runId)?.status;
+    return status === "pausing" || status === "cancelling" || status === "halted";
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {
@@ -402,14 +728,14 @@ export class PostgresStore implements Store {
   }
 
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
-    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; id: string }>(
-      `SELECT id, doc, version, vars_seq FROM ${this.s}.runs
+    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; id: string; status: string }>(
+      `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs
        WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
        ORDER BY updated_at, id LIMIT $2`,
       [now, limit],
     );
     return rows.map((row) => {
-      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq });
+      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq, status: row.status });
       return JSON.parse(row.doc) as RunRecord;
     });
   }
@@ -479,8 +805,8 @@ export class PostgresStore implements Store {
     const results: UpdateResult[] = [];
     try {
       await client.query("BEGIN");
-      const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number }>(
-        `SELECT id, doc, version, vars_seq FROM ${this.s}.runs
+      const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number; status: string }>(
+        `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs
          WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
          ORDER BY updated_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
         [now, limit],
@@ -490,7 +816,7 @@ export class PostgresStore implements Store {
         const current = JSON.parse(row.doc) as RunRecord;
         const update = plan(current);
         if (!update || !expectationsHold(current, update.expect)) continue;
-        const written = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);
+        const { written } = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);
         if (written) results.push(written);
       }
       await client.query("COMMIT");
@@ -603,6 +929,62 @@ export class PostgresStore implements Store {
   async dropSchema(): Promise<void> {
     await this.query(`DROP SCHEMA IF EXISTS ${this.s} CASCADE`);
   }
+}
+
+/** The statuses whose writes take the control lane. */
+function controlled(status: string): boolean {
+  return status === "pausing" || status === "paused" || status === "cancelling" || status === "halted";
+}
+
+/** Steps written in one statement at most. */
+const maxStepBatch = 64;
+
+type StepOutcome = { written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined };
+
+interface StepWrite {
+  runId: string;
+  /** The version the step was planned on, and the epoch that fences it. */
+  prev: number;
+  fence: number;
+  record: RunRecord;
+  doc: string;
+  plan: WritePlan;
+  newer: Stale;
+  /** In a statement (its own or another step's). */
+  taken: boolean;
+  done: Promise<StepOutcome | Error>;
+  finish(outcome: StepOutcome | Error): void;
+}
+
+interface Renewal {
+  update: RunUpdate;
+  resolve(result: UpdateResult): void;
+  reject(error: unknown): void;
+}
+
+/** An update that only extends the lease of the worker that holds the run (fenced by its epoch). */
+function renewalOnly(update: RunUpdate): boolean {
+  const { expect } = update;
+  return (
+    update.renewLease !== undefined &&
+    expect?.epoch !== undefined &&
+    expect.status === undefined &&
+    expect.version === undefined &&
+    expect.leaseFree === undefined &&
+    (update.set === undefined || Object.keys(update.set).length === 0) &&
+    !update.claim &&
+    !update.journal?.length &&
+    !update.snapshot &&
+    !update.effects?.length &&
+    !update.insertCommand &&
+    !update.appliedCommands?.length
+  );
+}
+
+/** When a queued statement of run `runId` has become pointless. */
+interface Stale {
+  runId: string;
+  check(): boolean;
 }
 
 interface SizeRow {

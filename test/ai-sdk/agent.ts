@@ -1,6 +1,6 @@
 import { appendFileSync } from "node:fs";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { stepCountIs, streamText, tool } from "ai";
+import { stepCountIs, streamText, tool, ToolLoopAgent } from "ai";
 import { z } from "zod";
 import { durableAgent } from "../../src/index.js";
 
@@ -32,6 +32,37 @@ export function aiSdkResearcher(baseURL: string, toolLogPath: string) {
         stopWhen: stepCountIs(5),
       });
       return { text: await result.text, steps: (await result.steps).length };
+    },
+  });
+}
+
+/** The AI SDK's own `ToolLoopAgent` (generateText underneath), made durable the same way. */
+export function aiSdkToolLoop(baseURL: string, toolLogPath: string) {
+  const provider = createOpenAICompatible({ name: "wire", baseURL, includeUsage: true });
+  return durableAgent({
+    name: "ai-sdk-tool-loop",
+    input: z.object({ question: z.string() }),
+    run: async (ctx, { question }) => {
+      const agent = new ToolLoopAgent({
+        model: ctx.aiSdk.model(provider("wire-model")),
+        instructions: "You look words up.",
+        tools: ctx.aiSdk.tools(
+          {
+            lookup: tool({
+              description: "Look a word up",
+              inputSchema: z.object({ query: z.string() }),
+              execute: async ({ query }) => {
+                appendFileSync(toolLogPath, `${JSON.stringify({ query, pid: process.pid })}\n`);
+                return { definition: `${query}: a word` };
+              },
+            }),
+          },
+          { lookup: { idempotent: true } },
+        ),
+        stopWhen: stepCountIs(5),
+      });
+      const result = await agent.generate({ prompt: question });
+      return { text: result.text, steps: result.steps.length };
     },
   });
 }

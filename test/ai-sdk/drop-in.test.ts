@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createTether, SqliteStore, type JournalEntry } from "../../src/index.js";
 import { startOpenAICompatibleServer, type OpenAICompatibleServer } from "../../src/testing/openai-compatible-server.js";
 import { ChildWorker, projectRoot } from "../crash/child-process.js";
-import { aiSdkResearcher } from "./agent.js";
+import { aiSdkResearcher, aiSdkToolLoop } from "./agent.js";
 
 /**
  * The Vercel AI SDK as a drop-in: a real `streamText` agent, with the real
@@ -91,5 +91,39 @@ describe("an AI SDK streamText agent made durable with ctx.aiSdk", () => {
       [3, "wire:wire-model"],
     ]);
     expect(done.usage.outputTokens).toBeGreaterThan(0);
+  });
+
+  it("the AI SDK's ToolLoopAgent (generateText) is durable the same way: each doGenerate a model gate, each tool a tool gate, replayed on resume", async () => {
+    server = await startOpenAICompatibleServer();
+    dir = mkdtempSync(join(tmpdir(), "tether-aisdk-"));
+    const toolLogPath = join(dir, "tools.jsonl");
+    const store = new SqliteStore({ path: join(dir, "tether.db") });
+    const rt = createTether({ agents: [aiSdkToolLoop(server.baseURL, toolLogPath)], store, workerPollMs: 20 });
+    cleanups.push(async () => {
+      await rt.close();
+      await store.close();
+    });
+    // The second turn is slow to answer (generateText does not stream): the run is paused while it waits.
+    server.enqueue(toolTurn, { text: "A tether is a rope.", responseDelayMs: 10_000 });
+    const run = await rt.start("ai-sdk-tool-loop", { question: "What is a tether?" });
+    await server.waitUntil(() => server.completions.length === 2, 20_000);
+    const waiting = server.completions[1];
+    await rt.pause(run.id, { actor: "alice" });
+    await server.waitUntil(() => waiting.closedEarlyAt !== undefined, 5_000);
+    const paused = await rt.waitFor(run.id, ["paused"], { timeoutMs: 10_000 });
+    expect(paused.status).toBe("paused");
+    server.enqueue({ text: "A tether is a rope." });
+    await rt.resume(run.id, { actor: "alice" });
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(done.status).toBe("completed");
+    expect(done.output).toEqual({ text: "A tether is a rope.", steps: 2 });
+    expect(toolRuns(toolLogPath).map((r) => r.query)).toEqual(["tether"]);
+    const journal = await rt.journal(run.id, { limit: 10_000 });
+    expect(journal.filter((e) => e.type === "call.completed").map((e) => [e.callSeq, e.data.kind, e.data.name])).toEqual([
+      [1, "model", "wire:wire-model"],
+      [2, "tool", "lookup"],
+      [3, "model", "wire:wire-model"],
+    ]);
+    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 3, data: { kind: "model" } });
   });
 });

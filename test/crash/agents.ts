@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { SimulatedModel, tool, toolLoopAgent, type AgentDefinition, type Json, type SimulatedScript } from "../../src/index.js";
+import { durableAgent, SimulatedModel, tool, toolLoopAgent, type AgentDefinition, type Json, type SimulatedScript } from "../../src/index.js";
 import { hashString, seededRandom } from "../../src/models/seeded-random.js";
 import { paragraph } from "../../src/models/simulated-text.js";
 import type { Ledger } from "./ledger.js";
@@ -66,7 +66,8 @@ function effectKeyOf(compensationKey: string): string {
   return compensationKey.replace(/:compensate$/, "");
 }
 
-export function crashAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
+/** The crash campaign's tools: an idempotent write, a non-idempotent append, a checkable and compensable publish. */
+function crashTools(ledger: Ledger, timings: AgentTimings) {
   const recordFact = tool({
     name: "record_fact",
     description: "Record a fact in the ledger (idempotent by key)",
@@ -112,11 +113,71 @@ export function crashAgent(ledger: Ledger, timings: AgentTimings): AgentDefiniti
       await sleep(timings.compensateMs / 2);
     },
   });
+  return [recordFact, appendLog, publishDraft];
+}
+
+export function crashAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
   return toolLoopAgent({
     name: crashAgentName,
-    tools: [recordFact, appendLog, publishDraft],
+    tools: crashTools(ledger, timings),
     model: new SimulatedModel({ seed: 11, tokensPerSecond: timings.tokensPerSecond, script: planScript }),
     maxTurns: 10_000,
     budgets: { maxSteps: 10_000 },
+  });
+}
+
+export const crashParallelLoopAgentName = "crash-parallel-loop";
+
+/** The plan three tool calls a turn; the answer digests every result in the order the model asked for them (the order the loop shows them). */
+const batchedPlanScript: SimulatedScript = ({ request, turn, random }) => {
+  const first = request.messages.find((m) => m.role === "user");
+  const plan = planFor(typeof first?.content === "string" ? first.content : "");
+  if (turn * 3 < plan.length) return { text: paragraph(random, 2), toolCalls: plan.slice(turn * 3, turn * 3 + 3) };
+  const results = request.messages.filter((m) => m.role === "tool").map((m) => JSON.stringify(m.content));
+  const digest = createHash("sha256").update(results.join("\n")).digest("hex").slice(0, 16);
+  return { text: `Final answer from ${results.length} tool results (digest ${digest}). ${paragraph(random, 1)}` };
+};
+
+/**
+ * The tool loop with three tool calls a turn, run at once (`parallelToolCalls`, the default):
+ * kills land with several calls in flight, and a crashed run must end as an uninterrupted one.
+ */
+export function crashParallelLoopAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
+  return toolLoopAgent({
+    name: crashParallelLoopAgentName,
+    tools: crashTools(ledger, timings),
+    // Quick model turns: the kills land mostly among the tool calls, several of them in flight together.
+    model: new SimulatedModel({ seed: 11, tokensPerSecond: timings.tokensPerSecond * 10, script: batchedPlanScript }),
+    maxTurns: 10_000,
+    budgets: { maxSteps: 10_000 },
+  });
+}
+
+export const crashFunctionAgentName = "crash-function-agent";
+
+/**
+ * The same plan as an async-function agent: a model call, then the next three planned tool calls
+ * at once (`Promise.all`), until the plan is done; the output digests every tool result in
+ * program order, so a crashed run and an uninterrupted one must agree.
+ */
+export function crashFunctionAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
+  const tools = crashTools(ledger, timings);
+  return durableAgent({
+    name: crashFunctionAgentName,
+    tools,
+    // Quick model turns: the kills land mostly among the tool calls, several of them in flight together.
+    model: new SimulatedModel({ seed: 11, tokensPerSecond: timings.tokensPerSecond * 10, script: ({ random }) => ({ text: paragraph(random, 1) }) }),
+    budgets: { maxSteps: 10_000 },
+    run: async (ctx, input) => {
+      const plan = planFor(String(input));
+      const results: Json[] = [];
+      for (let i = 0; i < plan.length; i += 3) {
+        await ctx.model(`batch ${i / 3}`);
+        const batch = plan.slice(i, i + 3);
+        results.push(...(await Promise.all(batch.map((call) => ctx.tool(call.toolName, call.input)))));
+      }
+      const digest = createHash("sha256").update(results.map((r) => JSON.stringify(r)).join("\n")).digest("hex").slice(0, 16);
+      return `Final answer from ${results.length} tool results (digest ${digest}).`;
+    },
   });
 }

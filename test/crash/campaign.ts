@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createTether, SqliteStore, type JournalEntry, type Json, type Runtime, type RunRecord } from "../../src/index.js";
 import { seededRandom, type Random } from "../../src/models/seeded-random.js";
-import { crashAgent, crashAgentName, crashPrompt, type AgentTimings } from "./agents.js";
+import { crashAgent, crashAgentName, crashFunctionAgent, crashParallelLoopAgent, crashPrompt, type AgentTimings } from "./agents.js";
 import type { ChildOptions } from "./child.js";
 import { ChildWorker, projectRoot, sleep, waitUntil } from "./child-process.js";
 import { Ledger } from "./ledger.js";
@@ -29,6 +29,8 @@ export interface CampaignOptions {
   killDelayMs: [number, number];
   timings?: Partial<AgentTimings>;
   log?: (line: string) => void;
+  /** The agent the runs use: the tool loop (default) or the async-function agent with parallel calls. */
+  agent?: string;
 }
 
 export interface KillPoint {
@@ -74,7 +76,7 @@ class Observer {
   ) {
     this.store = new SqliteStore({ path: dbPath });
     this.ledger = new Ledger(ledgerPath);
-    this.runtime = createTether({ agents: [crashAgent(this.ledger, timings)], store: this.store, worker: false });
+    this.runtime = createTether({ agents: [crashAgent(this.ledger, timings), crashFunctionAgent(this.ledger, timings), crashParallelLoopAgent(this.ledger, timings)], store: this.store, worker: false });
   }
 
   async runs(ids: readonly string[]): Promise<RunRecord[]> {
@@ -131,7 +133,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRep
       const ids: string[] = [];
       for (let i = 0; i < options.runsPerBatch; i++) {
         const prompt = crashPrompt("campaign", options.seed * 1000 + batch * 100 + i, between(random, options.steps));
-        const run = await observer.runtime.start(crashAgentName, prompt);
+        const run = await observer.runtime.start(options.agent ?? crashAgentName, prompt);
         ids.push(run.id);
         prompts.set(run.id, prompt);
       }
@@ -139,7 +141,9 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRep
       await driveToEnd(observer, ids, options, timings, random, report, log);
       log(`batch ${batch}: ${ids.length} runs settled, ${report.kills} kills so far`);
     }
+    log(`${runIds.length} runs settled after ${report.kills} kills; running the reference runs`);
     const expected = await referenceOutputs(options, timings, [...prompts.values()]);
+    log("reference runs done; verifying");
     for (const run of await observer.runs(runIds)) {
       const prompt = prompts.get(run.id) ?? "";
       report.runs.push({ runId: run.id, prompt, status: run.status, output: run.output, expectedOutput: expected.outputs.get(prompt) ?? null, steps: run.step });
@@ -210,7 +214,7 @@ async function referenceOutputs(options: CampaignOptions, timings: AgentTimings,
   const observer = new Observer(join(options.dir, "reference.db"), join(options.dir, "reference-ledger.db"), timings);
   try {
     const byId = new Map<string, string>();
-    for (const prompt of prompts) byId.set((await observer.runtime.start(crashAgentName, prompt)).id, prompt);
+    for (const prompt of prompts) byId.set((await observer.runtime.start(options.agent ?? crashAgentName, prompt)).id, prompt);
     const child = await ChildWorker.spawn(childScript, childOptions(observer, timings));
     try {
       await waitUntil(async () => (await observer.runs([...byId.keys()])).every(settled), "every reference run has ended", 180_000, 50);

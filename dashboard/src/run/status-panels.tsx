@@ -186,12 +186,38 @@ function CancelReportPanel(props: { run: RunView }) {
   );
 }
 
+/** Calls in flight at once (a turn's tool calls, gates awaited together), side by side, each with how long it has run. */
+function InFlightPanel(props: { received: ReceivedRun }) {
+  const now = useNow(250);
+  const { run, receivedAt } = props.received;
+  const calls = run.inflightCalls ?? [];
+  const waitingSeq = run.waitingFor?.callSeq;
+  return (
+    <div class="panel panel-neutral" data-testid="inflight-calls">
+      <Spinner />
+      <div>
+        <strong>{calls.length} calls in flight</strong>
+        <ul class="inflight-list">
+          {calls.map((call) => (
+            <li key={call.callSeq} data-testid="inflight-call">
+              {call.kind === "model" ? "model" : "tool"} <code>{call.name}</code> <span class="muted">(call #{call.callSeq})</span>{" "}
+              <span class="timer mono">{formatDuration(Math.max(0, receivedAt - call.startedAt) + (now - receivedAt))}</span>
+              {call.callSeq === waitingSeq && <span class="muted small"> waited for: cannot be aborted</span>}
+            </li>
+          ))}
+        </ul>
+      </div>
+    </div>
+  );
+}
+
 /** The banner under the controls: what the run's status means now and what a person can do. */
 export function StatusPanels(props: { received: ReceivedRun; controls: RunControls; onRefresh: () => Promise<void>; onOpenCancel: () => void; onRun(run: RunView): void }) {
   const { run } = props.received;
   const { controls } = props;
   const panels = [];
   if (controls.problem?.kind === "stale") panels.push(<StalePanel key="stale" problem={controls.problem} controls={controls} onRefresh={props.onRefresh} />);
+  if ((run.inflightCalls?.length ?? 0) > 1 && (run.status === "running" || run.status === "pausing" || run.status === "cancelling")) panels.push(<InFlightPanel key="inflight" received={props.received} />);
   if (run.inflight?.uncertain || controls.problem?.kind === "uncertain") panels.push(<UncertainPanel key="uncertain" run={run} controls={controls} message={controls.problem?.kind === "uncertain" ? controls.problem.message : undefined} />);
   switch (run.status) {
     case "pausing":

@@ -164,10 +164,11 @@ export function controlCommands(program: Command, io: CliIo): void {
     .command("fork <run>")
     .description("start a new run from a completed step of a run")
     .requiredOption("--from <step>", "the step to start from", integer("--from"))
+    .option("--current-version", "move a run started under an incompatible version of the agent onto the version here")
     .option("--json", "print the new run as JSON")
-    .action(async function fork(this: Command, runId: string, flags: { from: number }) {
+    .action(async function fork(this: Command, runId: string, flags: { from: number; currentVersion?: boolean }) {
       await withConnection(this, { agents: true }, async ({ client }, globals) => {
-        const run = await client.fork(runId, { fromStep: flags.from });
+        const run = await client.fork(runId, { fromStep: flags.from, currentVersion: flags.currentVersion });
         if (globals.json) return out(io, JSON.stringify(run));
         out(io, run.id);
         info(io, `forked ${runId} at step ${flags.from} into ${run.id}; follow it: tether logs ${run.id} -f`);

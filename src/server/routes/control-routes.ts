@@ -59,7 +59,7 @@ export function controlRoutes(api: Api, ctx: ServerContext): void {
 
   api.post("/runs/:id/fork", ctx.guard("operator"), async function forkRun(c) {
     const body = await readBody(c, forkBodySchema);
-    const run = await runtime.fork(c.req.param("id"), { fromStep: body.fromStep, actor: c.var.identity.actor });
+    const run = await runtime.fork(c.req.param("id"), { fromStep: body.fromStep, actor: c.var.identity.actor, currentVersion: body.currentVersion });
     return c.json({ run: await runView(runtime, run) }, 201);
   });
 }
