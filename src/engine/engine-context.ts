@@ -4,6 +4,7 @@ import type { EventBus } from "./events.js";
 import type { IdGenerator } from "./ids.js";
 import type { TetherModel } from "./model.js";
 import type { PriceTable } from "./pricing.js";
+import type { SnapshotHandoff } from "./snapshot-handoff.js";
 import type { Store } from "./store.js";
 
 export type ModelResolver = (spec: string | TetherModel | undefined) => TetherModel;
@@ -32,6 +33,8 @@ export interface EngineContext {
   compensation: CompensationPolicy;
   /** An approval this process asked for has a deadline at `at`: a worker applies it then (approval-deadlines.ts). */
   approvalDeadline(runId: string, at: number): void;
+  /** Snapshots a resume just read, for the executor this process starts next (read once, not twice). */
+  snapshots: SnapshotHandoff;
   /** Replaces known secret values in text from the outside world (a tool's error) before it enters a run. */
   redact(text: string): string;
 }

@@ -76,7 +76,11 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     const stored = await ctx.store.loadState(runId);
     const load = () => restoreState(runId, stored);
     let restored = options.message !== undefined || options.patch !== undefined ? load() : undefined;
-    if (!restored) verifyStoredState(runId, stored);
+    if (!restored) {
+      verifyStoredState(runId, stored);
+      // This process's executor, if it claims the run next, starts from what was just read.
+      if (host.claims()) ctx.snapshots.offer(runId, stored);
+    }
     const journal: JournalInput[] = [];
     if (!options.force && agent) {
       const reasons = await staleReasons(ctx, current, agent, now);

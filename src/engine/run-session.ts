@@ -159,7 +159,8 @@ export abstract class RunSession {
   /** Reads the latest snapshot; false if it is corrupt, and the run was set aside or can only be cancelled. */
   private async load(): Promise<boolean> {
     try {
-      const restored = restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
+      const stored = this.ctx.snapshots.take(this.run.id, this.run.snapshotSeq) ?? (await this.ctx.store.loadState(this.run.id));
+      const restored = restoreState(this.run.id, stored);
       this.state = restored.state;
       this.writer = restored.writer;
       return true;

@@ -26,6 +26,7 @@ import type { RunStatus } from "./status.js";
 import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 import { versionCompatible } from "./version-pin.js";
+import { SnapshotHandoff } from "./snapshot-handoff.js";
 
 export type { CancelPreview } from "./cancel-command.js";
 export type { ControlOptions } from "./control-command.js";
@@ -126,6 +127,7 @@ export class Runtime {
       leaseMs: options.leaseMs ?? 5_000,
       controlPollMs: options.controlPollMs ?? 10,
       compensation: { maxAttempts: 3, backoffMs: 100, timeoutMs: 30_000, ...options.compensation },
+      snapshots: new SnapshotHandoff(),
       redact: redactor && !redactor.empty ? (text) => redactor.text(text) : (text) => text,
       approvalDeadline: (runId, at) => this.approvalDeadlines.note(runId, at),
     };
