@@ -3,7 +3,8 @@ import type { EngineContext } from "./engine-context.js";
 import { AlreadyDecidedError, IllegalTransitionError, InvalidInputError, NoPendingApprovalError, RunNotFoundError, TetherError } from "./errors.js";
 import type { Json, JsonObject } from "./json.js";
 import { statusEntry } from "./status-entry.js";
-import type { ApprovalDecision, ApprovalRequest, JournalInput, RunPatch, RunRecord } from "./store.js";
+import type { ApprovalDecision, ApprovalRequest, CommandRecord, JournalInput, RunPatch, RunRecord } from "./store.js";
+import { controlEntry, newCommand, recordCommandOnly } from "./control-command.js";
 import type { AnyTool } from "./tool.js";
 
 /**
@@ -139,7 +140,31 @@ export async function decideApproval(
   options: ApprovalDecisionInput,
   stale?: StaleCheck,
 ): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
-  const actor = options.actor ?? "local";
+  // Recorded in the commands table like every control command: applied with the decision, or refused with the code.
+  const command = newCommand(ctx, verdict === "approved" ? "approve" : "reject", runId, { actor: options.actor, reason: options.note?.trim() || undefined }, {
+    ...(options.callSeq !== undefined ? { callSeq: options.callSeq } : {}),
+    ...(options.input !== undefined ? { edited: true } : {}),
+  });
+  try {
+    return await recordDecision(ctx, runId, verdict, options, command, stale);
+  } catch (error) {
+    if (TetherError.isInstance(error) && error.code !== "run_not_found" && error.code !== "store_error") {
+      const run = await ctx.store.getRun(runId);
+      if (run) await recordCommandOnly(ctx, run, command, `refused: ${error.code}`);
+    }
+    throw error;
+  }
+}
+
+async function recordDecision(
+  ctx: EngineContext,
+  runId: string,
+  verdict: "approved" | "rejected",
+  options: ApprovalDecisionInput,
+  command: CommandRecord,
+  stale: StaleCheck | undefined,
+): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
+  const actor = command.actor;
   if (verdict === "rejected" && !options.note?.trim()) throw new InvalidInputError("a rejection needs a note: the agent receives it as the call's result");
   if (options.note !== undefined && options.note.length > 10_000) throw new InvalidInputError("a note is at most 10,000 characters");
   for (let attempt = 0; ; attempt++) {
@@ -167,7 +192,8 @@ export async function decideApproval(
       runId,
       expect: { version: run.version },
       set: next.set,
-      journal: [...targets.map((t) => decidedEntry(t, decisions.get(t)!)), ...next.journal],
+      journal: [controlEntry(ctx, command, "applied"), ...targets.map((t) => decidedEntry(t, decisions.get(t)!, { commandId: command.id })), ...next.journal],
+      insertCommand: { ...command, payload: { ...command.payload, calls: targets.map((t) => t.callSeq) }, appliedAt: at, outcome: "applied" },
     });
     if (result.ok) {
       ctx.bus.publishJournal(result.journal);
