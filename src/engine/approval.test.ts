@@ -358,6 +358,10 @@ describe("approval deadlines", () => {
     expect(ofType(journal, "approval.expired").map((e) => e.data)).toEqual([{ tool: "pay", toolCallId: expect.any(String), ttlMs: 60_000, applied: "reject" }]);
     expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ actor: "deadline", decision: "rejected" });
     expect(JSON.stringify(requests[1].at(-1))).toContain("was not run");
+    // The deadline's rejection is a command like a person's.
+    const commands = await rt.commands(run.id);
+    expect(commands.map((c) => [c.type, c.actor, c.payload.calls, c.outcome])).toEqual([["reject", "deadline", [2], "applied"]]);
+    expect(ofType(journal, "approval.decided")[0].data.commandId).toBe(commands[0].id);
   });
 
   it("a worker applies deadlines on its own: those it wrote, and those another process wrote (found by its rescan)", async () => {

@@ -269,6 +269,12 @@ export async function expireApprovals(ctx: EngineContext, runId: string, stale?:
     if (!due.length) return run;
     const journal: JournalInput[] = [];
     const changed = new Map<ApprovalRequest, ApprovalRequest>();
+    // The rejections a deadline applies are decisions like a person's: a command by the actor `deadline`.
+    const rejecting = due.filter((r) => r.onTimeout !== "wait");
+    const command = rejecting.length
+      ? newCommand(ctx, "reject", runId, { actor: "deadline", reason: "no decision before the approval deadline (onApprovalTimeout: reject)" }, { calls: rejecting.map((r) => r.callSeq) })
+      : undefined;
+    if (command) journal.push(controlEntry(ctx, command, "applied"));
     for (const request of due) {
       const ttlMs = request.expiresAt! - request.requestedAt;
       journal.push({ type: "approval.expired", at: now, callSeq: request.callSeq, data: { tool: request.tool, toolCallId: request.toolCallId, ttlMs, applied: request.onTimeout } });
@@ -278,11 +284,17 @@ export async function expireApprovals(ctx: EngineContext, runId: string, stale?:
       }
       const decision: ApprovalDecision = { decision: "rejected", actor: "deadline", at: now, note: `no decision within ${ttlMs} ms: rejected by the tool's onApprovalTimeout` };
       changed.set(request, { ...request, expired: true, decision });
-      journal.push(decidedEntry(request, decision));
+      journal.push(decidedEntry(request, decision, command ? { commandId: command.id } : {}));
     }
     const approvals = (run.approvals ?? []).map((a) => changed.get(a) ?? a);
     const next = await continueIfDecided(run, approvals, now, "deadline", stale);
-    const result = await ctx.store.update({ runId, expect: { version: run.version }, set: next.set, journal: [...journal, ...next.journal] });
+    const result = await ctx.store.update({
+      runId,
+      expect: { version: run.version },
+      set: next.set,
+      journal: [...journal, ...next.journal],
+      ...(command ? { insertCommand: { ...command, appliedAt: now, outcome: "applied" } } : {}),
+    });
     if (result.ok) {
       ctx.bus.publishJournal(result.journal);
       return result.run;
