@@ -18,6 +18,8 @@ export interface Connection {
   client: TetherClient;
   /** Where commands go, for messages. */
   target: string;
+  /** The CLI works on the store itself (`--db`, `--database-url`): it writes runs and commands, and executes none. */
+  direct?: boolean;
   close(): Promise<void>;
 }
 

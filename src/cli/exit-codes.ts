@@ -2,7 +2,7 @@ import { TetherClientError } from "../client/client-error.js";
 import { TetherError } from "../engine/errors.js";
 
 /** The CLI's exit codes (docs/cli.md, "Exit codes"). */
-export const exitCode = { ok: 0, error: 1, usage: 2, conflict: 3, notFound: 4 } as const;
+export const exitCode = { ok: 0, error: 1, usage: 2, conflict: 3, notFound: 4, corrupt: 5 } as const;
 
 const byErrorCode: Record<string, number> = {
   run_not_found: exitCode.notFound,
@@ -17,6 +17,7 @@ const byErrorCode: Record<string, number> = {
   already_decided: exitCode.conflict,
   no_pending_approval: exitCode.conflict,
   approval_pending: exitCode.conflict,
+  store_corrupt: exitCode.corrupt,
   version_mismatch: exitCode.conflict,
   invalid_input: exitCode.usage,
   invalid_state_patch: exitCode.usage,
@@ -35,6 +36,7 @@ const hints: Record<string, string> = {
   halted: "lift the halt with `tether unhalt`",
   approval_pending: "decide each call with `tether approve <run> --call N` or `tether reject <run> --call N --note <why>`",
   no_pending_approval: "see what the run waits for with `tether show <run>`",
+  store_corrupt: "restore the file from a backup, or fork the damaged runs from a step before the damage",
   store_too_new: "a newer Tether wrote this store: upgrade tether-runtime, or point --db at another file",
   unauthorized: "pass --token or set TETHER_TOKEN (an admin creates one with `tether token create --role operator --name <you>`)",
   forbidden: "use a token with a higher role (viewer < operator < admin)",

@@ -2,6 +2,7 @@ import type { RunStorage } from "../engine/store.js";
 import type { JournalEntry } from "../engine/store.js";
 import type { Usage } from "../engine/usage.js";
 import type { RunView } from "../server/api-types.js";
+import { workerWaitText } from "../engine/worker-wait.js";
 
 export function formatDuration(ms: number): string {
   if (ms < 1_000) return `${Math.round(ms)} ms`;
@@ -45,7 +46,7 @@ export function runsTable(runs: readonly RunView[], now: number): string {
   if (runs.length === 0) return "no runs";
   return table(
     ["RUN", "AGENT", "STATUS", "STEP", "TOKENS", "COST", "UPDATED", "REASON"],
-    runs.map((r) => [r.id, r.agent, r.status, String(r.step), formatTokens(r.usage), formatCost(r.usage.costUsd), formatAge(r.updatedAt, now), r.statusReason ?? ""]),
+    runs.map((r) => [r.id, r.agent, r.status, String(r.step), formatTokens(r.usage), formatCost(r.usage.costUsd), formatAge(r.updatedAt, now), r.statusReason ?? (r.waitingForWorker ? "waiting for a worker" : "")]),
   );
 }
 
@@ -94,6 +95,7 @@ export function showRun(run: RunView, now: number, storage?: RunStorage): string
   const row = (label: string, value: string) => lines.push(`${label.padEnd(10)}${value}`);
   lines.push(`run ${run.id}  ${run.agent} v${run.agentVersion}  owner ${run.owner}`);
   row("status", `${run.status}${run.statusReason ? ` (${run.statusReason})` : ""}`);
+  if (run.waitingForWorker) row("waiting", workerWaitText(run.waitingForWorker));
   row("step", `${run.step}  (${run.nextCallSeq - 1} calls)`);
   row("usage", `${run.usage.inputTokens.toLocaleString("en-US")} in / ${run.usage.outputTokens.toLocaleString("en-US")} out tokens, ${formatCost(run.usage.costUsd)}`);
   const active = run.activeMs + (run.runningSince !== null ? Math.max(0, now - run.runningSince) : 0);

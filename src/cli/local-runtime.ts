@@ -79,6 +79,7 @@ export async function directConnection(location: StoreLocation, options: GlobalO
   return {
     client: new TetherClient({ baseUrl: "http://tether.local", fetch: (request) => app.fetch(request) }),
     target: describeLocation(location),
+    direct: true,
     async close() {
       clearInterval(keepAlive);
       await runtime.close();

@@ -7,6 +7,7 @@ import { haltCommands } from "./commands/halt-commands.js";
 import { runCommands } from "./commands/run-commands.js";
 import { serverCommands } from "./commands/server-commands.js";
 import { tokenCommands } from "./commands/token-commands.js";
+import { verifyCommand } from "./commands/verify-command.js";
 import { defaultUrl } from "./connection.js";
 import { errorLine, exitCode, exitCodeFor } from "./exit-codes.js";
 
@@ -32,10 +33,11 @@ export function buildProgram(io: CliIo): Command {
   tokenCommands(program, io);
   serverCommands(program, io);
   demoCommand(program, io);
+  verifyCommand(program, io);
   program.addHelpText(
     "after",
     `
-Exit codes: 0 ok, 1 error, 2 usage, 3 illegal transition or stale, 4 not found.
+Exit codes: 0 ok, 1 error, 2 usage, 3 illegal transition or stale, 4 not found, 5 damaged store.
 Docs: docs/cli.md`,
   );
   return program;

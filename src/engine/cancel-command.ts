@@ -60,6 +60,7 @@ export async function previewCancel(host: ControlHost, runId: string): Promise<C
     resources: Object.entries(run.resources)
       .filter(([, held]) => !held.releasedForPause)
       .map(([name]) => name),
-    uncertain: run.inflight?.uncertain ? [{ callSeq: run.inflight.callSeq, tool: run.inflight.name }] : [],
+    // As the cancel's report will: every call still in flight may or may not have happened.
+    uncertain: (run.inflightCalls?.length ? run.inflightCalls : run.inflight ? [run.inflight] : []).map((c) => ({ callSeq: c.callSeq, tool: c.name })),
   };
 }

@@ -35,6 +35,7 @@ export const errorCodes = [
   "tool_unavailable",
   "store_error",
   "store_too_new",
+  "store_corrupt",
   "store_limit",
   "wait_timeout",
   "not_found",
@@ -90,6 +91,14 @@ export class SnapshotCorruptError extends TetherError {
   constructor(runId: string, problem: string) {
     super("snapshot_corrupt", `run ${runId} cannot resume: its snapshot is corrupt (${problem}); nothing was deleted`, { runId, problem });
     this.name = "SnapshotCorruptError";
+  }
+}
+
+/** Rows of a store that fail their checksum or cannot be read: reported, never deleted or repaired. */
+export class StoreCorruptError extends TetherError {
+  constructor(location: string, problem: string, details: Record<string, unknown> = {}) {
+    super("store_corrupt", `the store at ${location} is damaged: ${problem}; nothing was deleted (\`tether verify\` lists every damaged row)`, { location, problem, ...details });
+    this.name = "StoreCorruptError";
   }
 }
 

@@ -74,8 +74,9 @@ export interface RunRecord {
   inflight: InflightCall | null;
   /**
    * Every call in flight, when an agent may make several at once (an async-function agent's
-   * gates awaited together); `inflight` is then the oldest of them, or the one a person must
-   * decide on. Absent on step-machine runs, whose one call is `inflight`.
+   * gates awaited together, or a step machine's tool calls of one turn with `parallelToolCalls`);
+   * `inflight` is then the oldest of them, or the one a person must decide on. Absent (or empty)
+   * while a run makes one call at a time: that call is `inflight`.
    */
   inflightCalls?: InflightCall[];
   waitingFor: WaitingFor | null;

@@ -50,6 +50,26 @@ describe("the simulated model's default script with a user's own tools", () => {
   });
 });
 
+describe("the simulated model picks the next tool from the conversation, not the order listed", () => {
+  it("asks the tool that takes the task first, then the one an earlier result can feed, then the rest", async () => {
+    const seen: { tool: string; input: unknown }[] = [];
+    const record = (name: string, result: unknown) => async (input: unknown) => {
+      seen.push({ tool: name, input });
+      return result as never;
+    };
+    const summarise = tool({ name: "summarise", description: "Summarise notes", input: z.object({ style: z.enum(["short", "long"]) }), execute: record("summarise", { summary: "done" }) });
+    const fetchPage = tool({ name: "fetch_page", description: "Fetch a page", input: z.object({ url: z.string().url() }), execute: record("fetch_page", { words: 1200 }) });
+    const search = tool({ name: "search", description: "Search the web", input: z.object({ query: z.string() }), execute: record("search", { results: [{ url: "https://example.org/tides" }] }) });
+    const agent = toolLoopAgent({ name: "picker", tools: [summarise, fetchPage, search], model: new SimulatedModel({ tokensPerSecond: Number.POSITIVE_INFINITY, rounds: 4 }) });
+    h = harness([agent]);
+    const run = await h.runtime.start("picker", "what moves the tides");
+    expect((await h.runtime.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen.map((s) => s.tool)).toEqual(["search", "fetch_page", "summarise", "summarise"]);
+    expect(seen[0].input).toEqual({ query: "what moves the tides" });
+    expect(seen[1].input).toEqual({ url: "https://example.org/tides" });
+  });
+});
+
 describe("the simulated model's arguments are valid for the tool's schema", () => {
   const schemas = {
     url: z.string().url(),

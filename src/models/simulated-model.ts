@@ -50,8 +50,8 @@ export function tokenize(text: string): string[] {
 }
 
 /**
- * The default script: a plan, then one tool call per turn (the tools in the order listed,
- * `rounds` times), then a final answer. Arguments come from the conversation where they can: a
+ * The default script: a plan, then one tool call per turn (`rounds` of them; see `nextTool` for
+ * which), then a final answer. Arguments come from the conversation where they can: a
  * text field named like a query (`query`, `q`, `topic`, `question`, `prompt`, `task`, `search`)
  * gets the task (refined with sampled words when the tool was called before); a field whose name another tool's earlier result has (`url`, `id`, …) gets that value,
  * newest result first; anything else is sampled from the schema with the seed. Each turn's text
@@ -65,12 +65,12 @@ export function genericScript(rounds: number): SimulatedScript {
       const steps = tools.length ? tools.slice(0, 3).map((t, i) => `${i + 1}. Use ${t.name} to ${t.description.toLowerCase().replace(/\.$/, "")}.`) : ["1. Think it through."];
       return {
         text: `Plan for "${task.slice(0, 80)}":\n${steps.join("\n")}\n${paragraph(random, 1)}`,
-        toolCalls: tools.length ? [callFor(tools[0], random, task, toolResultsOf(request.messages, tools[0].name), 0)] : [],
+        toolCalls: tools.length ? [callFor(nextTool(tools, request.messages, turn), random, task, new Map(), 0)] : [],
       };
     }
     const heard = lastToolResults.map((r) => `${r.toolName} ${r.isError ? "failed" : "returned"} ${preview(r.content)}.`).join(" ");
     if (turn < rounds && tools.length) {
-      const next = tools[turn % tools.length];
+      const next = nextTool(tools, request.messages, turn);
       const earlier = request.messages.filter((m) => m.role === "tool" && m.toolName === next.name).length;
       return { text: `${heard ? `${heard} ` : ""}${paragraph(random, 2)}`, toolCalls: [callFor(next, random, task, toolResultsOf(request.messages, next.name), earlier)] };
     }
@@ -79,6 +79,23 @@ export function genericScript(rounds: number): SimulatedScript {
 }
 
 const queryField = /^(query|q|search|topic|question|prompt|task|text)$/i;
+
+/**
+ * The tool of this turn: one not called yet, first one that an earlier result can feed (a
+ * `fetch_page({ url })` after a `search` returned urls), else one that takes a query (the task),
+ * else the first in the order listed; once each has been called, the list again in order.
+ */
+function nextTool(tools: readonly ToolSpec[], messages: readonly Message[], turn: number): ToolSpec {
+  const called = new Set(messages.flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []).map((c) => c.toolName) : [])));
+  const fresh = tools.filter((t) => !called.has(t.name));
+  if (!fresh.length) return tools[turn % tools.length];
+  const fields = (t: ToolSpec) => Object.entries((t.inputSchema as { properties?: Record<string, Json> }).properties ?? {});
+  const fed = fresh.find((t) => {
+    const results = toolResultsOf(messages, t.name);
+    return fields(t).some(([key, schema]) => results.has(key) && fits(results.get(key)!, schema));
+  });
+  return fed ?? fresh.find((t) => fields(t).some(([key, schema]) => queryField.test(key) && (schema as { type?: unknown } | null)?.type === "string")) ?? fresh[0];
+}
 
 /** Every field of the results of the other tools so far, newest first (a tool's own output is not its next input). */
 function toolResultsOf(messages: readonly Message[], exceptTool: string): Map<string, Json> {

@@ -4,6 +4,7 @@ import type { CancelPreview } from "../engine/runtime.js";
 import type { AgentState } from "../engine/state.js";
 import type { RunStatus } from "../engine/status.js";
 import type { ApiTokenRecord, ApprovalRequest, HaltRecord, JournalEntry, PruneReport, RunRecord, RunStorage } from "../engine/store.js";
+import type { WorkerWait } from "../engine/worker-wait.js";
 
 /** The wire shapes of the HTTP API (docs/http-api.md), shared by the server and the typed client. */
 
@@ -23,6 +24,8 @@ export interface RunView extends RunRecord {
   pendingCompensations: PendingCompensation[];
   /** Milliseconds a pausing (or cancelling) run has been waiting on an in-flight call, else null. */
   waitingForMs: number | null;
+  /** Set when the run needs a worker and none has held it for a few seconds (queued or resumed, not claimed; or orphaned). */
+  waitingForWorker: WorkerWait | null;
 }
 
 export interface ToolInfo {

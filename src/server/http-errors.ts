@@ -31,6 +31,7 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   payload_too_large: 413,
   store_error: 503,
   store_too_new: 503,
+  store_corrupt: 500,
   store_limit: 507,
   wait_timeout: 504,
   // This server lacks an optional package the request needs (a model provider, the MCP SDK).

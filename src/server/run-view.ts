@@ -2,6 +2,7 @@ import { pendingCompensations } from "../engine/compensation.js";
 import type { Runtime } from "../engine/runtime.js";
 import { isTerminal } from "../engine/status.js";
 import type { RunRecord, WaitingFor } from "../engine/store.js";
+import { waitingForWorker } from "../engine/worker-wait.js";
 import type { RunView } from "./api-types.js";
 
 /**
@@ -31,6 +32,7 @@ export async function runView(runtime: Runtime, run: RunRecord): Promise<RunView
     pendingCompensations: pending.map((e) => ({ callSeq: e.callSeq, tool: e.tool, input: e.input })),
     waitingFor: waitingOn(run),
     waitingForMs: waitingForMs(run, runtime.clock.now()),
+    waitingForWorker: waitingForWorker(run, runtime.clock.now()),
   };
 }
 

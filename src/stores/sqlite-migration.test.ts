@@ -8,7 +8,7 @@ import { bundledAgents } from "../../examples/index.js";
 import { Runtime } from "../engine/runtime.js";
 import { restoreState } from "../engine/snapshot.js";
 import { ModelRegistry } from "../models/model-registry.js";
-import { journalTypeOf, perRun, storeLayout } from "./sqlite-schema.js";
+import { journalTypeOf, messagesInRows, perRun, storeLayout } from "./sqlite-schema.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 /** Everything a user sees of a run, read straight from a file of an earlier layout. */
@@ -58,14 +58,29 @@ function layout3View(path: string, runId: string): RawView {
   });
 }
 
+/** Layout 4: entry `seq` at row 2·seq of the run's range, the messages a snapshot appended in the row before it; no checksums. */
+function layout4View(path: string, runId: string): RawView {
+  return rawView(path, runId, (db) => {
+    const { rk } = db.prepare("SELECT rk FROM runs WHERE id = ?").get(runId) as { rk: number };
+    const range = [rk * perRun, (rk + 1) * perRun];
+    const rows = db.prepare("SELECT k, type, at, data FROM journal WHERE k >= ? AND k < ? ORDER BY k").all(...range) as { k: number; type: number; at: number; data: string }[];
+    return {
+      journal: rows.filter((row) => row.type > 0).map((row) => ({ seq: (row.k - range[0]) / 2, type: journalTypeOf(row.type), at: row.at, data: JSON.parse(row.data) })),
+      messages: messagesInRows(rows.filter((row) => row.type <= 0).map((row) => row.data)).map((body) => JSON.parse(body)),
+    };
+  });
+}
+
 /**
  * Files written by earlier Tethers: one deep-research run completed, one paused by a person
  * after three steps. `layout-2.db` was written before layout 3 (commit 3fd0242); `layout-3.db`
- * before layout 4 (commit 86f6fba), and its paused run has a person's message and a vars edit.
+ * before layout 4 (commit 86f6fba), and its paused run has a person's message and a vars edit;
+ * `layout-4.db` is `layout-3.db` as layout 4 (before row checksums, commit b404a33) migrated it.
  */
 const fixtures = [
   { layout: 2, file: "layout-2.db", completedId: "run_a37676369495867b", pausedId: "run_00beaedde65c5016", view: layout2View },
   { layout: 3, file: "layout-3.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout3View },
+  { layout: 4, file: "layout-4.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout4View },
 ];
 
 let dir: string | undefined;

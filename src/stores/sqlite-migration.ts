@@ -1,12 +1,24 @@
 import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
 import { snapshotSchemaVersion } from "../engine/store.js";
-import { createJournalTable, createLayout3, createLayout4, journalTypeCode, messagesRowData, messagesRowType, perRun, storeLayout } from "./sqlite-schema.js";
+import {
+  checksummedColumns,
+  createJournalTable,
+  createLayout,
+  createLayout3,
+  journalTypeCode,
+  messagesRowData,
+  messagesRowType,
+  perRun,
+  rowChecksum,
+  storeLayout,
+  type ChecksummedRow,
+} from "./sqlite-schema.js";
 
 /**
- * Brings the file to layout 4: creates the tables in a new file, migrates a file an earlier
- * Tether wrote (layout 3: messages in a table of their own; layout 2: text run ids in every
- * row, which goes through layout 3), refuses a file a newer Tether wrote. Opening a file that
+ * Brings the file to layout 5: creates the tables in a new file, migrates a file an earlier
+ * Tether wrote (layout 4: no row checksums; layout 3: messages in a table of their own; layout
+ * 2: text run ids in every row; each goes through the next), refuses a file a newer Tether wrote. Opening a file that
  * is already current reads one pragma and nothing else.
  */
 export function ensureLayout(db: Database.Database, path: string): void {
@@ -19,10 +31,11 @@ export function ensureLayout(db: Database.Database, path: string): void {
       throw new TetherError("store_too_new", `the store at ${path} has layout ${found}; this Tether reads layout ${storeLayout}. Upgrade Tether to open it.`);
     }
     const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'runs'").all();
-    if (tables.length === 0) createLayout4(db);
+    if (tables.length === 0) createLayout(db);
     else {
       if (found < 3) migrateFromLayout2(db);
-      migrateFromLayout3(db);
+      if (found < 4) migrateFromLayout3(db);
+      migrateFromLayout4(db);
     }
     db.pragma(`user_version = ${storeLayout}`);
   }).immediate();
@@ -30,6 +43,23 @@ export function ensureLayout(db: Database.Database, path: string): void {
 
 function currentLayout(db: Database.Database): number {
   return Number(db.pragma("user_version", { simple: true }));
+}
+
+/**
+ * Layout 4 → layout 5, inside the caller's transaction: every journal row gets its checksum
+ * (`rowChecksum`), computed from the row as it is now, so a byte that was already wrong stays
+ * wrong but is never blessed later; the migration counts that no row is left without one.
+ */
+export function migrateFromLayout4(db: Database.Database): void {
+  const columns = db.prepare("SELECT name FROM pragma_table_info('journal')").pluck().all() as string[];
+  if (!columns.includes("crc")) db.exec("ALTER TABLE journal ADD COLUMN crc INTEGER");
+  const names = checksummedColumns.split(", ").filter((c) => c !== "crc");
+  db.function("tether_row_checksum", { deterministic: true, varargs: true }, (...values: unknown[]) =>
+    rowChecksum(Object.fromEntries(names.map((name, i) => [name, values[i]])) as unknown as ChecksummedRow),
+  );
+  db.exec(`UPDATE journal SET crc = tether_row_checksum(${names.join(", ")}) WHERE crc IS NULL`);
+  const left = (db.prepare("SELECT count(*) AS n FROM journal WHERE crc IS NULL").get() as { n: number }).n;
+  if (left !== 0) throw new Error(`migration to layout 5 left ${left} journal rows without a checksum; nothing was changed`);
 }
 
 /**

@@ -1,7 +1,7 @@
 import Database from "better-sqlite3";
 import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { RunNotFoundError, SnapshotCorruptError, TetherError } from "../engine/errors.js";
+import { RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
 import type {
   ApiTokenRecord,
   CommandRecord,
@@ -25,9 +25,23 @@ import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-rec
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 import { ensureLayout } from "./sqlite-migration.js";
-import { entryKey, journalTypeCode, journalTypeOf, messagesInRows, messagesRowData, messagesRowType, perRun, rowKey, updatedBucket } from "./sqlite-schema.js";
+import {
+  checksummedColumns,
+  entryKey,
+  journalTypeCode,
+  journalTypeOf,
+  messagesInRows,
+  messagesRowData,
+  messagesRowType,
+  perRun,
+  rowChecksum,
+  rowIntact,
+  rowKey,
+  updatedBucket,
+  type ChecksummedRow,
+} from "./sqlite-schema.js";
 
-const snapshotColumns = "k, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key";
+const snapshotColumns = `${checksummedColumns}, vars`;
 
 /** Every statement the store runs, by name. Keys: see `rowKey` and `entryKey` in sqlite-schema.ts. */
 const statementSql = {
@@ -39,13 +53,13 @@ const statementSql = {
   // The indexed columns are written only when they change: see sqlite-schema.ts.
   saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
   saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
-  insertJournal: "INSERT INTO journal (k, type, at, call_seq, data) VALUES (?, ?, ?, ?, ?)",
-  insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  readJournal: "SELECT k, type, at, call_seq, data FROM journal WHERE k > ? AND k < ? AND type > 0 ORDER BY k LIMIT ?",
-  insertMessages: "INSERT INTO journal (k, type, at, data) VALUES (?, ?, ?, ?)",
-  readMessages: "SELECT data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k",
-  messagesRow: "SELECT data FROM journal WHERE k = ? AND type <= 0",
+  insertJournal: "INSERT INTO journal (k, type, at, call_seq, data, crc) VALUES (?, ?, ?, ?, ?, ?)",
+  insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key, crc)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  readJournal: `SELECT ${checksummedColumns} FROM journal WHERE k > ? AND k < ? AND type > 0 ORDER BY k LIMIT ?`,
+  insertMessages: "INSERT INTO journal (k, type, at, data, crc) VALUES (?, ?, ?, ?, ?)",
+  readMessages: "SELECT k, type, at, call_seq, data, crc FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k",
+  messagesRow: "SELECT k, type, at, call_seq, data, crc FROM journal WHERE k = ? AND type <= 0",
   messageCountAt: "SELECT k, msg_count FROM journal WHERE k > ? AND k <= ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1",
   latestSnapshot: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1`,
   snapshotAtStep: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL AND snap_step <= ? ORDER BY k DESC LIMIT 1`,
@@ -372,7 +386,10 @@ export class SqliteStore implements Store {
       const k = entryKey(rk, seq);
       const data = JSON.stringify(entry.data);
       if (snapshot && i === entries.length - 1) this.writeSnapshot(state, snapshot, k, entry, data);
-      else this.statements.insertJournal.run(k, journalTypeCode[entry.type], entry.at, entry.callSeq ?? null, data);
+      else {
+        const row = { k, type: journalTypeCode[entry.type], at: entry.at, call_seq: entry.callSeq ?? null, data };
+        this.statements.insertJournal.run(row.k, row.type, row.at, row.call_seq, row.data, rowChecksum(row));
+      }
       written.push({ ...entry, runId: record.id, seq });
     }
     return written;
@@ -383,24 +400,43 @@ export class SqliteStore implements Store {
     const { head } = snapshot;
     const appended = snapshot.appendMessages;
     // The row just before the entry: one leaf page takes both.
-    if (appended.length > 0) this.statements.insertMessages.run(k - 1, messagesRowType, entry.at, messagesRowData(appended));
+    if (appended.length > 0) {
+      const messages = { k: k - 1, type: messagesRowType, at: entry.at, call_seq: null, data: messagesRowData(appended) };
+      this.statements.insertMessages.run(messages.k, messages.type, messages.at, messages.data, rowChecksum(messages));
+    }
     const seq = record.snapshotSeq + 1;
     if (snapshot.varsJson !== undefined) state.varsKey = k;
-    this.statements.insertJournalWithSnapshot.run(
+    const row = {
       k,
-      journalTypeCode[entry.type],
-      entry.at,
-      entry.callSeq ?? null,
+      type: journalTypeCode[entry.type],
+      at: entry.at,
+      call_seq: entry.callSeq ?? null,
       data,
-      seq,
-      head.step,
-      head.messageCount,
-      Number.parseInt(head.chain, 16),
-      Buffer.from(head.checksum, "hex"),
-      head.schemaVersion,
-      head.at === entry.at ? null : head.at,
+      snap_seq: seq,
+      snap_step: head.step,
+      msg_count: head.messageCount,
+      chain: Number.parseInt(head.chain, 16),
+      checksum: Buffer.from(head.checksum, "hex"),
+      schema_version: head.schemaVersion,
+      snap_at: head.at === entry.at ? null : head.at,
+      vars_key: state.varsKey === k ? null : state.varsKey,
+    };
+    this.statements.insertJournalWithSnapshot.run(
+      row.k,
+      row.type,
+      row.at,
+      row.call_seq,
+      row.data,
+      row.snap_seq,
+      row.snap_step,
+      row.msg_count,
+      row.chain,
+      row.checksum,
+      row.schema_version,
+      row.snap_at,
       snapshot.varsJson ?? null,
-      state.varsKey === k ? null : state.varsKey,
+      row.vars_key,
+      rowChecksum(row),
     );
     record.snapshotSeq = seq;
     record.snapshotAt = head.at;
@@ -410,22 +446,20 @@ export class SqliteStore implements Store {
     const rk = this.runKey(runId);
     const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
     if (rk === undefined || afterSeq >= perRun / 2) return [];
-    const rows = this.statements.readJournal.all(entryKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as {
-      k: number;
-      type: number;
-      at: number;
-      call_seq: number | null;
-      data: string;
-    }[];
+    const rows = this.statements.readJournal.all(entryKey(rk, afterSeq), rowKey(rk + 1, 0), options.limit ?? 1000) as StoredRow[];
     const base = rowKey(rk, 0);
-    return rows.map((row) => ({
-      runId,
-      seq: (row.k - base) / 2,
-      type: journalTypeOf(row.type),
-      at: row.at,
-      ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
-      data: JSON.parse(row.data),
-    }));
+    return rows.map((row) => {
+      const seq = (row.k - base) / 2;
+      if (!rowIntact(row)) throw new StoreCorruptError(this.path, `run ${runId}: journal entry ${seq} fails its checksum`, { runId, seq });
+      return {
+        runId,
+        seq,
+        type: journalTypeOf(row.type),
+        at: row.at,
+        ...(row.call_seq === null ? {} : { callSeq: row.call_seq }),
+        data: JSON.parse(row.data),
+      };
+    });
   }
 
   async loadState(runId: string, options: { atStep?: number } = {}): Promise<StoredState> {
@@ -436,11 +470,15 @@ export class SqliteStore implements Store {
       options.atStep === undefined ? this.statements.latestSnapshot.get(from, to) : this.statements.snapshotAtStep.get(from, to, options.atStep)
     ) as SnapshotRow | undefined;
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
+    if (!rowIntact(row)) throw new SnapshotCorruptError(runId, `journal entry ${(row.k - from) / 2}, which carries snapshot ${row.snap_seq}, fails its checksum`);
     const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
     let messages: string[];
     try {
-      messages = messagesInRows(this.statements.readMessages.pluck().all(from, row.k) as string[]);
+      const rows = this.statements.readMessages.all(from, row.k) as StoredRow[];
+      const damaged = rows.find((r) => !rowIntact(r));
+      if (damaged) throw new Error(`the messages stored with journal entry ${(damaged.k + 1 - from) / 2} fail their checksum`);
+      messages = messagesInRows(rows.map((r) => r.data));
     } catch (error) {
       throw new SnapshotCorruptError(runId, `unreadable messages before snapshot ${row.snap_seq}: ${(error as Error).message}`);
     }
@@ -492,10 +530,11 @@ export class SqliteStore implements Store {
     }
     const snapshot = countAt(entryKey(rk, low));
     if (!snapshot) return undefined;
-    const row = this.statements.messagesRow.pluck().get(snapshot.k - 1) as string | undefined;
+    const row = this.statements.messagesRow.get(snapshot.k - 1) as StoredRow | undefined;
     if (row === undefined) return undefined;
     try {
-      const bodies = messagesInRows([row]);
+      if (!rowIntact(row)) throw new Error("they fail their checksum");
+      const bodies = messagesInRows([row.data]);
       return bodies[index - (snapshot.msg_count - bodies.length)];
     } catch (error) {
       throw new SnapshotCorruptError(runId, `unreadable messages before journal entry ${(snapshot.k - rowKey(rk, 0)) / 2}: ${(error as Error).message}`);
@@ -654,10 +693,11 @@ interface RowState {
   varsKey: number;
 }
 
+/** A journal row as read back, with the checksum it was written with. */
+type StoredRow = ChecksummedRow & { crc: number | null };
+
 /** A journal entry that carries a snapshot. */
-interface SnapshotRow {
-  k: number;
-  at: number;
+interface SnapshotRow extends StoredRow {
   snap_seq: number;
   snap_step: number;
   msg_count: number;

@@ -312,6 +312,7 @@ describe("tether CLI against a real `tether serve`", () => {
       await until("the worker banner", async () => banner.includes("executing runs from"), 20_000);
       const started = await cli(["--db", db, "start", "writer", "offline"]);
       expect(started.code, started.stderr).toBe(0);
+      expect(started.stderr).toContain(`it is queued in ${db}: a \`tether serve\` or \`tether worker\` on that store executes it (this command executes nothing)`);
       const followed = await cli(["--db", db, "logs", started.stdout.trim(), "-f", "--no-text"]);
       expect(followed.code, followed.stderr).toBe(0);
       expect(followed.stdout).toContain("created: agent writer v1 by cli:");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { TetherClientError } from "../../src/client/client-error.js";
-import { IllegalTransitionError, RunNotFoundError, StaleSnapshotError } from "../../src/engine/errors.js";
+import { IllegalTransitionError, RunNotFoundError, StaleSnapshotError, StoreCorruptError } from "../../src/engine/errors.js";
 import { errorLine, exitCodeFor, UsageError } from "../../src/cli/exit-codes.js";
 
 describe("CLI exit codes and error lines", () => {
@@ -18,6 +18,7 @@ describe("CLI exit codes and error lines", () => {
     expect(exitCodeFor(new StaleSnapshotError("run_1", ["old"]))).toBe(3);
     expect(exitCodeFor(new IllegalTransitionError("run_1", "pause", "completed"))).toBe(3);
     expect(exitCodeFor(new RunNotFoundError("run_1"))).toBe(4);
+    expect(exitCodeFor(new StoreCorruptError("tether.db", "journal entry 3 of run run_1 fails its checksum"))).toBe(5);
     expect(exitCodeFor(new Error("boom"))).toBe(1);
   });
 

@@ -9,8 +9,8 @@ import type { JournalEntry } from "../../src/engine/store.js";
 import type { RunView } from "../../src/server/api-types.js";
 
 /**
- * Runs pinned to their agent's version, and the stale check of a resume from a CLI without the
- * agent's code, as a user meets them: child processes over one SQLite store, the agent's version
+ * Runs pinned to their agent's version, the stale check of a resume from a CLI without the
+ * agent's code, and a run that waits for a worker, as a user meets them: child processes over one SQLite store, the agent's version
  * set per process by AGENT_VERSION.
  */
 
@@ -156,6 +156,20 @@ export default [
     expect(paused.statusReason).toContain("started by pinned version 1, this worker has version 2");
     expect((await journal(id)).filter((e) => e.type === "call.started").length).toBe(callsBefore);
   }, 90_000);
+
+  it("a run no worker claims: tether show and tether ls say it waits for a worker once a few seconds passed", async () => {
+    const started = await tether(cwd, ["--db", db, "start", "pinned", "null"], "1");
+    expect(started.code, started.stderr).toBe(0);
+    const id = started.stdout.trim();
+    await new Promise((r) => setTimeout(r, 3_100));
+    const shown = await tether(cwd, ["--db", db, "show", id]);
+    expect(shown.stdout).toMatch(/status\s+queued/);
+    expect(shown.stdout).toMatch(/waiting\s+waiting for a worker for \d+ s: no worker has claimed it \(start one: `tether worker`/);
+    expect((await show(id)).waitingForWorker).toMatchObject({ forMs: expect.any(Number) });
+    const listed = await tether(cwd, ["--db", db, "ls"]);
+    expect(listed.stdout.split("\n").find((line) => line.startsWith(id))).toContain("waiting for a worker");
+    await tether(cwd, ["--db", db, "cancel", id, "--yes", "--no-wait"]);
+  }, 60_000);
 
   it("a stale run resumed from a CLI without the agent's code is checked by the worker: it ends paused for staleness, no call on the stale state", async () => {
     const id = await pausedRun("perishable");

@@ -126,6 +126,33 @@ export function crashAgent(ledger: Ledger, timings: AgentTimings): AgentDefiniti
   });
 }
 
+export const crashParallelLoopAgentName = "crash-parallel-loop";
+
+/** The plan three tool calls a turn; the answer digests every result in the order the model asked for them (the order the loop shows them). */
+const batchedPlanScript: SimulatedScript = ({ request, turn, random }) => {
+  const first = request.messages.find((m) => m.role === "user");
+  const plan = planFor(typeof first?.content === "string" ? first.content : "");
+  if (turn * 3 < plan.length) return { text: paragraph(random, 2), toolCalls: plan.slice(turn * 3, turn * 3 + 3) };
+  const results = request.messages.filter((m) => m.role === "tool").map((m) => JSON.stringify(m.content));
+  const digest = createHash("sha256").update(results.join("\n")).digest("hex").slice(0, 16);
+  return { text: `Final answer from ${results.length} tool results (digest ${digest}). ${paragraph(random, 1)}` };
+};
+
+/**
+ * The tool loop with three tool calls a turn, run at once (`parallelToolCalls`, the default):
+ * kills land with several calls in flight, and a crashed run must end as an uninterrupted one.
+ */
+export function crashParallelLoopAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
+  return toolLoopAgent({
+    name: crashParallelLoopAgentName,
+    tools: crashTools(ledger, timings),
+    // Quick model turns: the kills land mostly among the tool calls, several of them in flight together.
+    model: new SimulatedModel({ seed: 11, tokensPerSecond: timings.tokensPerSecond * 10, script: batchedPlanScript }),
+    maxTurns: 10_000,
+    budgets: { maxSteps: 10_000 },
+  });
+}
+
 export const crashFunctionAgentName = "crash-function-agent";
 
 /**

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createTether, SqliteStore, type JournalEntry, type Json, type Runtime, type RunRecord } from "../../src/index.js";
 import { seededRandom, type Random } from "../../src/models/seeded-random.js";
-import { crashAgent, crashAgentName, crashFunctionAgent, crashPrompt, type AgentTimings } from "./agents.js";
+import { crashAgent, crashAgentName, crashFunctionAgent, crashParallelLoopAgent, crashPrompt, type AgentTimings } from "./agents.js";
 import type { ChildOptions } from "./child.js";
 import { ChildWorker, projectRoot, sleep, waitUntil } from "./child-process.js";
 import { Ledger } from "./ledger.js";
@@ -76,7 +76,7 @@ class Observer {
   ) {
     this.store = new SqliteStore({ path: dbPath });
     this.ledger = new Ledger(ledgerPath);
-    this.runtime = createTether({ agents: [crashAgent(this.ledger, timings), crashFunctionAgent(this.ledger, timings)], store: this.store, worker: false });
+    this.runtime = createTether({ agents: [crashAgent(this.ledger, timings), crashFunctionAgent(this.ledger, timings), crashParallelLoopAgent(this.ledger, timings)], store: this.store, worker: false });
   }
 
   async runs(ids: readonly string[]): Promise<RunRecord[]> {

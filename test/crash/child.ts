@@ -4,7 +4,7 @@
  * Run as `node --import tsx test/crash/child.ts '<json options>'`.
  */
 import { createTether, SqliteStore } from "../../src/index.js";
-import { crashAgent, crashFunctionAgent, type AgentTimings } from "./agents.js";
+import { crashAgent, crashFunctionAgent, crashParallelLoopAgent, type AgentTimings } from "./agents.js";
 import { Ledger } from "./ledger.js";
 
 export interface ChildOptions extends AgentTimings {
@@ -17,7 +17,7 @@ const options = JSON.parse(process.argv[2] ?? "{}") as ChildOptions;
 const ledger = new Ledger(options.ledgerPath);
 const store = new SqliteStore({ path: options.dbPath });
 const runtime = createTether({
-  agents: [crashAgent(ledger, options), crashFunctionAgent(ledger, options)],
+  agents: [crashAgent(ledger, options), crashFunctionAgent(ledger, options), crashParallelLoopAgent(ledger, options)],
   store,
   leaseMs: options.leaseMs,
   workerPollMs: 20,

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { crashFunctionAgentName } from "./agents.js";
+import { crashFunctionAgentName, crashParallelLoopAgentName } from "./agents.js";
 import { runCampaign, runCancelUnderCrash } from "./campaign.js";
 import { campaignViolations, cancelViolations } from "./verdicts.js";
 
@@ -44,6 +44,22 @@ describe("crash campaign (SIGKILL of the worker process)", () => {
     expect(inFlight).toBeGreaterThan(report.kills);
     console.info(
       `crash campaign (async-function agents, parallel calls): ${report.kills} kills, ${report.runs.length} runs; in flight at kills ${JSON.stringify(report.inFlightAtKill)}; ` +
+        `${report.uncertainResolutions.length} uncertain effects resolved; recovery decisions ${JSON.stringify(report.recoveryDecisions)}; ${(report.durationMs / 1000).toFixed(1)} s`,
+    );
+  }, 170_000);
+
+  it("the tool loop with three tool calls a turn run at once: after 15+ kills no call completed twice, idempotent keys applied once, in-flight non-idempotent effects uncertain, outputs as uninterrupted", async () => {
+    const report = await runCampaign({ dir: join(dir, "parallel-loop"), seed: 13, kills: 15, runsPerBatch: 6, steps: [12, 21], killDelayMs: [20, 400], agent: crashParallelLoopAgentName });
+
+    expect(report.runs.every((r) => r.status === "completed")).toBe(true);
+    expect(report.runs.map((r) => r.output)).toEqual(report.runs.map((r) => r.expectedOutput));
+    expect(report.violations).toEqual([]);
+    expect(campaignViolations(report, { minKills: 15 })).toEqual([]);
+    // Tool calls of one turn were in flight together at kills: more of them than kills.
+    const toolsInFlight = Object.entries(report.inFlightAtKill).reduce((sum, [name, n]) => (name.startsWith("simulated") ? sum : sum + n), 0);
+    expect(toolsInFlight).toBeGreaterThan(report.kills);
+    console.info(
+      `crash campaign (tool loop, parallel tool calls): ${report.kills} kills, ${report.runs.length} runs; in flight at kills ${JSON.stringify(report.inFlightAtKill)}; ` +
         `${report.uncertainResolutions.length} uncertain effects resolved; recovery decisions ${JSON.stringify(report.recoveryDecisions)}; ${(report.durationMs / 1000).toFixed(1)} s`,
     );
   }, 170_000);

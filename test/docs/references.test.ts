@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
@@ -12,9 +12,6 @@ import { describe, expect, it } from "vitest";
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const scanned = ["src", "dashboard/src", "examples", "docs", "bench", "test", "README.md", "AGENTS.md", "CHANGELOG.md", "package.json"];
 const textFile = /\.(ts|tsx|mts|js|md|json|html|css)$/;
-
-/** Written with `durableAgent` (#13), in the other half of that work; linked from docs/agents.md meanwhile. */
-const pending = new Set(["docs/async-function-agents.md"]);
 
 function filesUnder(path: string): string[] {
   const full = join(root, path);
@@ -35,7 +32,7 @@ describe("references to files", () => {
     for (const file of scanned.flatMap(filesUnder).filter((f) => textFile.test(f))) {
       for (const name of mentionedMarkdown(readFileSync(join(root, file), "utf8"))) {
         const candidates = [resolve(root, dirname(file), name), resolve(root, name), resolve(root, "docs", name)];
-        if (candidates.some((c) => existsSync(c) || pending.has(relative(root, c)))) continue;
+        if (candidates.some((c) => existsSync(c))) continue;
         missing.push(`${file}: ${name}`);
       }
     }

@@ -7,6 +7,7 @@ import { clockTime, formatDuration } from "../ui/format.js";
 import { Icon, Spinner } from "../ui/icons.js";
 import { JsonView } from "../ui/json-view.js";
 import { useNow } from "../ui/use-now.js";
+import { waitingForWorker, type WorkerWait } from "../../../src/engine/worker-wait.js";
 import { ApprovalPanel } from "./approval-panel.js";
 import { RaiseBudgets } from "./raise-budgets.js";
 import type { RunControls } from "./use-run-controls.js";
@@ -16,6 +17,30 @@ function WaitingTimer(props: { received: ReceivedRun }) {
   const { run, receivedAt } = props.received;
   const base = run.waitingForMs ?? (run.inflight ? Math.max(0, receivedAt - run.inflight.startedAt) : 0);
   return <span class="timer mono" data-testid="waiting-timer">{formatDuration(base + (now - receivedAt))}</span>;
+}
+
+/** How long the run has waited for a worker, ticking from when its view arrived (the server's count first, else this clock's). */
+export function workerWaitNow(received: ReceivedRun, now: number): WorkerWait | null {
+  const { run, receivedAt } = received;
+  if (run.waitingForWorker) return { since: run.waitingForWorker.since, forMs: run.waitingForWorker.forMs + Math.max(0, now - receivedAt) };
+  return waitingForWorker(run, now);
+}
+
+function WorkerWaitPanel(props: { received: ReceivedRun }) {
+  const now = useNow(1000);
+  const wait = workerWaitNow(props.received, now);
+  if (!wait) return null;
+  return (
+    <div class="panel panel-warn" data-testid="worker-wait-panel">
+      <Icon name="pause" />
+      <div>
+        <strong>Waiting for a worker</strong> for {formatDuration(wait.forMs)}: {props.received.run.status === "queued" ? "it is queued" : `it reads ${props.received.run.status}`}, but no worker has claimed it, so nothing runs it yet.
+        <div class="muted small">
+          Start a worker with this agent's code: <code>tether worker</code> or <code>tether serve</code> on the same database.
+        </div>
+      </div>
+    </div>
+  );
 }
 
 function PausingPanel(props: { received: ReceivedRun }) {
@@ -219,6 +244,7 @@ export function StatusPanels(props: { received: ReceivedRun; controls: RunContro
   if (controls.problem?.kind === "stale") panels.push(<StalePanel key="stale" problem={controls.problem} controls={controls} onRefresh={props.onRefresh} />);
   if ((run.inflightCalls?.length ?? 0) > 1 && (run.status === "running" || run.status === "pausing" || run.status === "cancelling")) panels.push(<InFlightPanel key="inflight" received={props.received} />);
   if (run.inflight?.uncertain || controls.problem?.kind === "uncertain") panels.push(<UncertainPanel key="uncertain" run={run} controls={controls} message={controls.problem?.kind === "uncertain" ? controls.problem.message : undefined} />);
+  if (run.status === "queued" || run.status === "running" || run.status === "pausing" || run.status === "cancelling") panels.push(<WorkerWaitPanel key="worker-wait" received={props.received} />);
   switch (run.status) {
     case "pausing":
       panels.push(<PausingPanel key="pausing" received={props.received} />);

@@ -7,6 +7,7 @@ import { Icon } from "../ui/icons.js";
 import { Link, navigate } from "../ui/router.js";
 import { StatusBadge } from "../ui/status-badge.js";
 import { useNow } from "../ui/use-now.js";
+import { waitingForWorker } from "../../../src/engine/worker-wait.js";
 import { inputPreview } from "./run-input.js";
 import { StartRunDialog } from "./start-run-dialog.js";
 import { useWaitStarts, waitingForPerson, waitReasonLabel } from "./waiting.js";
@@ -144,6 +145,11 @@ export function RunsPage() {
                 <tr key={run.id} class="run-row" data-run-id={run.id} onClick={() => navigate(`/runs/${run.id}`)}>
                   <td data-label="Status">
                     <StatusBadge status={run.status} />
+                    {(run.waitingForWorker ?? waitingForWorker(run, now)) && (
+                      <div class="muted small" data-testid="worker-wait" title="No worker has claimed this run: start `tether worker` or `tether serve` with its agent">
+                        waiting for a worker
+                      </div>
+                    )}
                   </td>
                   {waiting && <WaitReasonCell run={run} />}
                   <td class="run-cell" data-label="Run">

@@ -20,12 +20,14 @@ export function runCommands(program: Command, io: CliIo): void {
   ).action(async function start(this: Command, agent: string, prompt: string[], flags: BudgetFlags & { input?: unknown; model?: string; follow?: boolean; attach?: boolean }) {
     const input = flags.input !== undefined ? (flags.input as Json) : prompt.join(" ");
     if (input === "") throw new UsageError('give a prompt (tether start <agent> "what to do") or --input <json>');
-    await withConnection(this, { agents: true }, async ({ client }, globals) => {
+    await withConnection(this, { agents: true }, async ({ client, target, direct }, globals) => {
       const run = await client.start(agent, input, { budgets: budgetsFrom(flags), model: flags.model });
       if (globals.json) out(io, JSON.stringify(run));
       else {
         out(io, run.id);
         info(io, `started ${run.id} (${run.agent}); follow it: tether logs ${run.id} -f · control it: tether attach ${run.id}`);
+        // Straight on a store this command only queues the run: say who executes it, or -f would wait in silence.
+        if (direct) info(io, `it is queued in ${target}: a \`tether serve\` or \`tether worker\` on that store executes it (this command executes nothing)`);
       }
       if (flags.attach) await attach(client, run.id, { input: io.stdin, output: io.stdout });
       else if (flags.follow) await followLogs(client, run.id, (t) => io.stdout.write(t));

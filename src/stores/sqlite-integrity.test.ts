@@ -1,0 +1,210 @@
+import Database from "better-sqlite3";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { runCli } from "../cli/program.js";
+import { Runtime } from "../engine/runtime.js";
+import { restoreState } from "../engine/snapshot.js";
+import { ModelRegistry } from "../models/model-registry.js";
+import { effectTool, Ledger, sequenceAgent } from "../testing/index.js";
+import { perRun } from "./sqlite-schema.js";
+import { SqliteStore } from "./sqlite-store.js";
+import { verifySqliteStore } from "./sqlite-verify.js";
+
+/**
+ * Power-loss style faults on the SQLite store's file: flipped bytes in a journal entry and in a
+ * run's stored messages, a truncated file, a WAL that is lost. Each is found (on read, and by
+ * `tether verify`), nothing reads back as valid data, and the other runs are untouched.
+ */
+
+let dir: string;
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const ledger = new Ledger();
+const agent = sequenceAgent({
+  name: "steps",
+  tools: [effectTool({ name: "note", ledger, durationMs: 30 })],
+  steps: Array.from({ length: 6 }, (_, i) => ({ tool: "note", input: { id: `note-${i}` } })),
+});
+
+function runtimeOn(store: SqliteStore): Runtime {
+  return new Runtime({ agents: [agent], store, resolveModel: new ModelRegistry().resolver, workerPollMs: 10, leaseMs: 300 });
+}
+
+/** Two completed runs and one paused after its second step, in a closed (checkpointed) file. */
+async function storeWithRuns(): Promise<{ path: string; done: string[]; paused: string }> {
+  dir = mkdtempSync(join(tmpdir(), "tether-integrity-"));
+  const path = join(dir, "tether.db");
+  const store = new SqliteStore({ path });
+  const runtime = runtimeOn(store);
+  runtime.startWorker();
+  const done: string[] = [];
+  for (let i = 0; i < 2; i++) done.push((await runtime.start("steps", { n: i })).id);
+  const paused = (await runtime.start("steps", { n: 2 })).id;
+  await runtime.waitFor(paused, (r) => r.step >= 2);
+  await runtime.pause(paused, { wait: true });
+  for (const id of done) await runtime.waitFor(id, ["completed"]);
+  await runtime.close();
+  await store.close();
+  expect(existsSync(`${path}-wal`)).toBe(false);
+  return { path, done, paused };
+}
+
+/** Flips one bit in the middle of the only place these bytes are in the file. */
+function flipInFile(path: string, text: string): void {
+  const bytes = readFileSync(path);
+  const needle = Buffer.from(text);
+  const at = bytes.indexOf(needle);
+  expect(at).toBeGreaterThan(0);
+  expect(bytes.lastIndexOf(needle)).toBe(at);
+  bytes[at + Math.floor(needle.length / 2)] ^= 0x01;
+  writeFileSync(path, bytes);
+}
+
+/** A run's journal rows, straight from the file. */
+function rawRows(path: string, runId: string): { k: number; n: number; type: number; data: string }[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    const rk = db.prepare("SELECT rk FROM runs WHERE id = ?").pluck().get(runId) as number;
+    return (db.prepare("SELECT k, type, data FROM journal WHERE k >= ? AND k < ? ORDER BY k").all(rk * perRun, (rk + 1) * perRun) as { k: number; type: number; data: string }[]).map(
+      (row) => ({ ...row, n: row.k - rk * perRun }),
+    );
+  } finally {
+    db.close();
+  }
+}
+
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const [stdout, stderr] = [new PassThrough(), new PassThrough()];
+  const chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  stdout.on("data", (c: Buffer) => chunks.stdout.push(c));
+  stderr.on("data", (c: Buffer) => chunks.stderr.push(c));
+  const code = await runCli(["node", "tether", ...args], { stdout, stderr, stdin: new PassThrough() } as never);
+  return { code, stdout: Buffer.concat(chunks.stdout).toString(), stderr: Buffer.concat(chunks.stderr).toString() };
+}
+
+describe("tether verify and checksummed rows (SQLite)", () => {
+  it("finds nothing wrong in a healthy store: every row read, exit code 0", async () => {
+    const { path } = await storeWithRuns();
+    const report = verifySqliteStore(path);
+    expect(report.damage).toEqual([]);
+    expect(report.runs).toBe(3);
+    expect(report.rows).toBeGreaterThan(30);
+    const run = await cli(["--db", path, "verify"]);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toContain("3 runs");
+    expect(run.stderr).toContain("no damage");
+  });
+
+  it("a flipped byte in a completed run's stored messages: refused on read with snapshot_corrupt, named by verify (exit 5); the other runs read and the paused one resumes", async () => {
+    const { path, done, paused } = await storeWithRuns();
+    const messages = rawRows(path, done[0]).filter((r) => r.type <= 0).at(-1)!;
+    flipInFile(path, messages.data);
+
+    const report = verifySqliteStore(path);
+    expect(report.damage).toEqual([{ runId: done[0], row: `messages before journal entry ${(messages.n + 1) / 2}`, problem: "fails its checksum" }]);
+    expect(report.damagedRuns).toEqual([done[0]]);
+    const run = await cli(["--db", path, "verify"]);
+    expect(run.code).toBe(5);
+    expect(run.stdout).toContain(`${done[0]}\tmessages before journal entry`);
+    expect(run.stderr).toContain("1 damaged rows in 1 runs");
+
+    const store = new SqliteStore({ path });
+    const runtime = runtimeOn(store);
+    try {
+      await expect(store.loadState(done[0])).rejects.toMatchObject({ code: "snapshot_corrupt" });
+      await expect(store.readMessages(done[0], [0, 1, 2, 3, 4, 5])).rejects.toMatchObject({ code: "snapshot_corrupt" });
+      // The journal entries of that run are intact, and so is everything of the others.
+      expect((await store.readJournal(done[0], { limit: 1000 })).length).toBeGreaterThan(10);
+      expect(restoreState(done[1], await store.loadState(done[1])).state.messages.length).toBe(6);
+      runtime.startWorker();
+      await runtime.resume(paused);
+      expect((await runtime.waitFor(paused, ["completed"])).output).toBe(6);
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+
+  it("a flipped byte in a journal entry: reading that run's journal is refused with store_corrupt naming the entry; verify names it; the rest reads", async () => {
+    const { path, done } = await storeWithRuns();
+    const entry = rawRows(path, done[1]).find((r) => r.type > 0 && r.data.includes("note-3"))!;
+    flipInFile(path, entry.data);
+
+    const report = verifySqliteStore(path);
+    expect(report.damage).toEqual([{ runId: done[1], row: `journal entry ${entry.n / 2}`, problem: "fails its checksum" }]);
+    const store = new SqliteStore({ path });
+    try {
+      await expect(store.readJournal(done[1], { limit: 1000 })).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1], seq: entry.n / 2 }) });
+      // Entries before the damaged one still read.
+      expect((await store.readJournal(done[1], { limit: entry.n / 2 - 1 })).length).toBe(entry.n / 2 - 1);
+      expect((await store.readJournal(done[0], { limit: 1000 })).length).toBeGreaterThan(10);
+      expect((await store.getRun(done[1]))?.status).toBe("completed");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a truncated file (its last pages gone): verify reports the damage with exit code 5 instead of reading on", async () => {
+    const { path } = await storeWithRuns();
+    const pageSize = 8192;
+    const size = statSync(path).size;
+    expect(size).toBeGreaterThan(4 * pageSize);
+    truncateSync(path, size - 2 * pageSize);
+
+    const report = verifySqliteStore(path);
+    expect(report.damage.length).toBeGreaterThan(0);
+    expect(report.damage.some((d) => d.row === "file")).toBe(true);
+    const run = await cli(["--db", path, "verify"]);
+    expect(run.code).toBe(5);
+    expect(run.stderr).toMatch(/store_corrupt|damaged/);
+  });
+
+  it("the WAL lost (a copy of the .db alone, taken while one run is paused and another runs on): the copy is consistent at a checkpoint, verify finds nothing wrong, and every run it holds goes on", async () => {
+    dir = mkdtempSync(join(tmpdir(), "tether-integrity-"));
+    const path = join(dir, "tether.db");
+    const store = new SqliteStore({ path });
+    const runtime = runtimeOn(store);
+    runtime.startWorker();
+    const done = (await runtime.start("steps", { n: 0 })).id;
+    const paused = (await runtime.start("steps", { n: 1 })).id;
+    await runtime.waitFor(done, ["completed"]);
+    await runtime.waitFor(paused, (r) => r.step >= 2);
+    await runtime.pause(paused, { wait: true });
+    store.database.pragma("wal_checkpoint(TRUNCATE)");
+    const checkpointed = await store.readJournal(done, { limit: 1000 });
+    // After the checkpoint: the paused run resumes and a new run starts, in the WAL (the store's
+    // checkpoint thread may copy some of it into the file meanwhile, as it would in real life).
+    await runtime.resume(paused);
+    const late = (await runtime.start("steps", { n: 2 })).id;
+    await runtime.waitFor(late, (r) => r.step >= 1);
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(0);
+    mkdirSync(join(dir, "backup"));
+    const copy = join(dir, "backup", "tether.db");
+    copyFileSync(path, copy);
+    await runtime.close();
+    await store.close();
+
+    expect(verifySqliteStore(copy).damage).toEqual([]);
+    const restored = new SqliteStore({ path: copy });
+    const again = runtimeOn(restored);
+    try {
+      expect(await restored.readJournal(done, { limit: 1000 })).toEqual(checkpointed);
+      again.startWorker();
+      // Whatever state each run was copied in, it goes on from there: paused ones when resumed,
+      // running ones once the dead worker's lease runs out.
+      for (const id of [paused, late]) {
+        const run = await restored.getRun(id);
+        if (run === undefined) continue;
+        if (run.status === "paused") await again.resume(id);
+        expect((await again.waitFor(id, ["completed"], { timeoutMs: 20_000 })).output).toBe(6);
+      }
+      expect(await restored.getRun(paused)).toBeDefined();
+    } finally {
+      await again.close();
+      await restored.close();
+    }
+  });
+});
