@@ -83,6 +83,9 @@ const answerFits: Record<CommandRecord["type"], readonly string[]> = {
   cancel: ["cancelling", "cancelled"],
   halt: ["halted"],
   unhalt: ["paused"],
+  // Approval decisions are not among the races' actions.
+  approve: ["paused", "running"],
+  reject: ["paused", "running"],
 };
 const ended = ["completed", "failed", "cancelled"];
 const timings = { tokensPerSecond: 400, compensateMs: 10 };
