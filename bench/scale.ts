@@ -9,14 +9,19 @@
  *    (time of the run on a PostgreSQL runtime − the same agent's loop with no runtime) / steps,
  *    against a floor measured in the same run: one INSERT of the step's bytes and its commit on
  *    one connection (autocommit), per step. Medians of interleaved repeats.
- * 2. Concurrency on one worker, SQLite and PostgreSQL: SCALE_RUNS (default 1000) tool-loop runs at
- *    once (simulated model at 100 tokens/s, a 50 ms abortable tool, 6 rounds: 13 steps each),
- *    started together; meanwhile every 100 ms one running run is paused in-process, its latency
- *    measured to `paused`, and resumed. Steps per second, event-loop delay p50/p99, pause latency
- *    p50/p99, CPU ms per step (user + system of the process over the steps).
+ * 2. Concurrency on one worker, SQLite and PostgreSQL (SCALE_STORES, default both): SCALE_RUNS
+ *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
+ *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
+ *    paused in-process and resumed once paused. Steps per second, event-loop delay p50/p99, pause
+ *    latency p50/p99, CPU ms per step (user + system of the process over the steps).
  * 3. 1, 2 and 4 worker processes on one PostgreSQL schema: SCALE_CLUSTER_RUNS (default 400) runs
  *    started at once by a process that executes none; runs per second until all complete, and the
- *    latency of pauses written by that process (sent → `paused` read back) p50/p99.
+ *    latency of pauses written by that process p50/p99.
+ *
+ * A pause's latency runs from its command's commit (the `pause` call resolved; the call's own
+ * time is reported apart) to `paused` as read by a connection of the bench's own, outside the
+ * runtime under test; the end of the runs is watched the same way, so the measurement neither
+ * queues behind the worker's writes nor adds reads to its pool.
  * 4. Worker memory with SCALE_PAUSED (default 10,000) paused runs in its database, against the
  *    same worker on an empty one.
  */

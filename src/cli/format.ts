@@ -60,6 +60,8 @@ export function nextSteps(run: RunView): string | undefined {
       return `waiting for the call in flight to finish; tether cancel ${run.id} to stop it harder`;
     case "paused":
       if (run.approvals?.some((a) => !a.decision)) return `tether approve ${run.id} [--call N] [--input <json>] · tether reject ${run.id} [--call N] --note <why>`;
+      // Refused by a worker whose agent has another version: resume it where its own version runs, or move it onto the new one.
+      if (run.statusReason?.startsWith("version_mismatch")) return `tether resume ${run.id} from a worker with version ${run.agentVersion} of ${run.agent} · tether fork ${run.id} --from ${run.step} --current-version · tether cancel ${run.id}`;
       return run.inflight?.uncertain
         ? `tether resume ${run.id} --resolve retry|skip|done · tether cancel ${run.id}`
         : `tether resume ${run.id} [--message <text>] · tether cancel ${run.id}`;

@@ -79,7 +79,7 @@ describe("approval before a call", () => {
     expect(done.approvals).toEqual([]);
     const journal = await rt.journal(run.id);
     expect(ofType(journal, "approval.decided").map((e) => e.data)).toEqual([
-      { tool: "pay", toolCallId: expect.any(String), actor: "alice", decision: "approved", proposed: { to: "acme", amount: 120 }, approved: { to: "acme", amount: 120 }, edited: false, note: null },
+      { tool: "pay", toolCallId: expect.any(String), actor: "alice", decision: "approved", proposed: { to: "acme", amount: 120 }, approved: { to: "acme", amount: 120 }, edited: false, note: null, commandId: expect.stringMatching(/^cmd_/) },
     ]);
     expect(ofType(journal, "call.started").filter((e) => e.data.kind === "tool")).toHaveLength(1);
     expect(journal.filter((e) => e.type === "status").map((e) => `${e.data.from}>${e.data.to}:${e.data.reason ?? ""}`)).toEqual([
@@ -196,6 +196,19 @@ describe("approval before a call", () => {
     expect(ofType(journal, "call.completed").find((e) => e.data.kind === "tool")?.callSeq).toBe(2);
     expect(ofType(journal, "call.failed").map((e) => e.callSeq)).toEqual([3]);
     expect(journal.filter((e) => e.type === "status" && e.data.to === "running")).toHaveLength(2);
+    // Every decision is a command with its outcome, like pause or resume, and shows in the journal.
+    const commands = await rt.commands(run.id);
+    expect(commands.map((c) => [c.type, c.actor, c.reason, c.payload.callSeq ?? null, c.payload.calls ?? null, c.outcome])).toEqual([
+      ["approve", "alice", null, null, null, "refused: invalid_input"],
+      ["approve", "alice", null, 2, [2], "applied"],
+      ["approve", "bob", null, 2, null, "refused: already_decided"],
+      ["approve", "bob", null, 7, null, "refused: no_pending_approval"],
+      ["reject", "bob", "beta is not a customer", 3, [3], "applied"],
+    ]);
+    expect(commands.every((c) => c.appliedAt !== null)).toBe(true);
+    const control = ofType(journal, "control");
+    expect(control.map((e) => [e.data.command, e.data.commandId, e.data.outcome])).toEqual(commands.map((c) => [c.type, c.id, c.outcome]));
+    expect(ofType(journal, "approval.decided").map((e) => e.data.commandId)).toEqual([commands[1].id, commands[4].id]);
   });
 
   it("approved from another process on the same store: the worker runs the call exactly once", async () => {
@@ -345,6 +358,10 @@ describe("approval deadlines", () => {
     expect(ofType(journal, "approval.expired").map((e) => e.data)).toEqual([{ tool: "pay", toolCallId: expect.any(String), ttlMs: 60_000, applied: "reject" }]);
     expect(ofType(journal, "approval.decided")[0].data).toMatchObject({ actor: "deadline", decision: "rejected" });
     expect(JSON.stringify(requests[1].at(-1))).toContain("was not run");
+    // The deadline's rejection is a command like a person's.
+    const commands = await rt.commands(run.id);
+    expect(commands.map((c) => [c.type, c.actor, c.payload.calls, c.outcome])).toEqual([["reject", "deadline", [2], "applied"]]);
+    expect(ofType(journal, "approval.decided")[0].data.commandId).toBe(commands[0].id);
   });
 
   it("a worker applies deadlines on its own: those it wrote, and those another process wrote (found by its rescan)", async () => {

@@ -3,7 +3,8 @@ import type { EngineContext } from "./engine-context.js";
 import { AlreadyDecidedError, IllegalTransitionError, InvalidInputError, NoPendingApprovalError, RunNotFoundError, TetherError } from "./errors.js";
 import type { Json, JsonObject } from "./json.js";
 import { statusEntry } from "./status-entry.js";
-import type { ApprovalDecision, ApprovalRequest, JournalInput, RunPatch, RunRecord } from "./store.js";
+import type { ApprovalDecision, ApprovalRequest, CommandRecord, JournalInput, RunPatch, RunRecord } from "./store.js";
+import { controlEntry, newCommand, recordCommandOnly } from "./control-command.js";
 import type { AnyTool } from "./tool.js";
 
 /**
@@ -139,7 +140,31 @@ export async function decideApproval(
   options: ApprovalDecisionInput,
   stale?: StaleCheck,
 ): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
-  const actor = options.actor ?? "local";
+  // Recorded in the commands table like every control command: applied with the decision, or refused with the code.
+  const command = newCommand(ctx, verdict === "approved" ? "approve" : "reject", runId, { actor: options.actor, reason: options.note?.trim() || undefined }, {
+    ...(options.callSeq !== undefined ? { callSeq: options.callSeq } : {}),
+    ...(options.input !== undefined ? { edited: true } : {}),
+  });
+  try {
+    return await recordDecision(ctx, runId, verdict, options, command, stale);
+  } catch (error) {
+    if (TetherError.isInstance(error) && error.code !== "run_not_found" && error.code !== "store_error") {
+      const run = await ctx.store.getRun(runId);
+      if (run) await recordCommandOnly(ctx, run, command, `refused: ${error.code}`);
+    }
+    throw error;
+  }
+}
+
+async function recordDecision(
+  ctx: EngineContext,
+  runId: string,
+  verdict: "approved" | "rejected",
+  options: ApprovalDecisionInput,
+  command: CommandRecord,
+  stale: StaleCheck | undefined,
+): Promise<{ run: RunRecord; decided: ApprovalRequest[] }> {
+  const actor = command.actor;
   if (verdict === "rejected" && !options.note?.trim()) throw new InvalidInputError("a rejection needs a note: the agent receives it as the call's result");
   if (options.note !== undefined && options.note.length > 10_000) throw new InvalidInputError("a note is at most 10,000 characters");
   for (let attempt = 0; ; attempt++) {
@@ -167,7 +192,8 @@ export async function decideApproval(
       runId,
       expect: { version: run.version },
       set: next.set,
-      journal: [...targets.map((t) => decidedEntry(t, decisions.get(t)!)), ...next.journal],
+      journal: [controlEntry(ctx, command, "applied"), ...targets.map((t) => decidedEntry(t, decisions.get(t)!, { commandId: command.id })), ...next.journal],
+      insertCommand: { ...command, payload: { ...command.payload, calls: targets.map((t) => t.callSeq) }, appliedAt: at, outcome: "applied" },
     });
     if (result.ok) {
       ctx.bus.publishJournal(result.journal);
@@ -243,6 +269,12 @@ export async function expireApprovals(ctx: EngineContext, runId: string, stale?:
     if (!due.length) return run;
     const journal: JournalInput[] = [];
     const changed = new Map<ApprovalRequest, ApprovalRequest>();
+    // The rejections a deadline applies are decisions like a person's: a command by the actor `deadline`.
+    const rejecting = due.filter((r) => r.onTimeout !== "wait");
+    const command = rejecting.length
+      ? newCommand(ctx, "reject", runId, { actor: "deadline", reason: "no decision before the approval deadline (onApprovalTimeout: reject)" }, { calls: rejecting.map((r) => r.callSeq) })
+      : undefined;
+    if (command) journal.push(controlEntry(ctx, command, "applied"));
     for (const request of due) {
       const ttlMs = request.expiresAt! - request.requestedAt;
       journal.push({ type: "approval.expired", at: now, callSeq: request.callSeq, data: { tool: request.tool, toolCallId: request.toolCallId, ttlMs, applied: request.onTimeout } });
@@ -252,11 +284,17 @@ export async function expireApprovals(ctx: EngineContext, runId: string, stale?:
       }
       const decision: ApprovalDecision = { decision: "rejected", actor: "deadline", at: now, note: `no decision within ${ttlMs} ms: rejected by the tool's onApprovalTimeout` };
       changed.set(request, { ...request, expired: true, decision });
-      journal.push(decidedEntry(request, decision));
+      journal.push(decidedEntry(request, decision, command ? { commandId: command.id } : {}));
     }
     const approvals = (run.approvals ?? []).map((a) => changed.get(a) ?? a);
     const next = await continueIfDecided(run, approvals, now, "deadline", stale);
-    const result = await ctx.store.update({ runId, expect: { version: run.version }, set: next.set, journal: [...journal, ...next.journal] });
+    const result = await ctx.store.update({
+      runId,
+      expect: { version: run.version },
+      set: next.set,
+      journal: [...journal, ...next.journal],
+      ...(command ? { insertCommand: { ...command, appliedAt: now, outcome: "applied" } } : {}),
+    });
     if (result.ok) {
       ctx.bus.publishJournal(result.journal);
       return result.run;

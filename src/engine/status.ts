@@ -18,7 +18,7 @@ export function isTerminal(status: RunStatus): boolean {
   return terminalStatuses.has(status);
 }
 
-export type ControlCommandType = "pause" | "resume" | "cancel" | "halt" | "unhalt";
+export type ControlCommandType = "pause" | "resume" | "cancel" | "halt" | "unhalt" | "approve" | "reject";
 
 /** What each control command may start from, and the status it moves to (docs/lifecycle.md). */
 export const commandTransitions: Record<ControlCommandType, { from: readonly RunStatus[]; holds: readonly RunStatus[] }> = {
@@ -27,6 +27,9 @@ export const commandTransitions: Record<ControlCommandType, { from: readonly Run
   cancel: { from: ["queued", "running", "pausing", "paused", "halted"], holds: ["cancelling", "cancelled"] },
   halt: { from: ["queued", "running", "pausing", "paused", "cancelling"], holds: ["halted"] },
   unhalt: { from: ["halted"], holds: [] },
+  // A decision on a call waiting for approval: the run waits paused (or is still pausing for it).
+  approve: { from: ["pausing", "paused", "halted"], holds: [] },
+  reject: { from: ["pausing", "paused", "halted"], holds: [] },
 };
 
 /** Every edge of the lifecycle, for the executor's own moves and for assertions in tests. */

@@ -331,8 +331,8 @@ export class PostgresStore implements Store {
           undefined,
           `UPDATE ${this.s}.runs AS r SET doc = x.doc, updated_at = x.updated_at, lease_until = x.lease_until, version = x.version
            FROM json_to_recordset($1::json) AS x(id text, prev int, epoch int, doc text, updated_at bigint, lease_until bigint, version int)
-           WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.epoch RETURNING r.id`,
-          [JSON.stringify(rows)],
+           WHERE r.id = ANY($2::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.epoch RETURNING r.id`,
+          [JSON.stringify(rows), rows.map((row) => row.id)],
           undefined,
           true,
         );
@@ -503,7 +503,7 @@ export class PostgresStore implements Store {
     const s = this.s;
     const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint)),
       upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket
-        FROM x WHERE r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
+        FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
       j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
         SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq
         FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
@@ -512,11 +512,13 @@ export class PostgresStore implements Store {
       m AS (INSERT INTO ${s}.messages (run_id, idx, body)
         SELECT y.run_id, y.idx, y.body FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text) WHERE y.run_id IN (SELECT id FROM upd))
       SELECT id, NULL::text AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
-      UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id NOT IN (SELECT id FROM upd)`;
+      UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id = ANY($4::text[]) AND r.id NOT IN (SELECT id FROM upd)`;
     let rows: { id: string; doc: string | null; version: number | null; vars_seq: number | null; status: string | null }[];
     try {
       // This step holds a turn of the main pool: the statement goes straight to it.
-      rows = (await this.query<(typeof rows)[number]>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages)], this.pool)).rows;
+      // The ids again as an array: the runs are found by their key, never by a scan of the table.
+      const ids = batch.map((step) => step.runId);
+      rows = (await this.query<(typeof rows)[number]>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool)).rows;
     } catch (error) {
       if (batch.length === 1) {
         batch[0].finish(error as Error);

@@ -157,6 +157,7 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     const report = verifySqliteStore(path);
     expect(report.damage.length).toBeGreaterThan(0);
     expect(report.damage.some((d) => d.row === "file")).toBe(true);
+    console.info(`truncated file: ${report.damage.length} damages, the first: ${report.damage[0].problem}`);
     const run = await cli(["--db", path, "verify"]);
     expect(run.code).toBe(5);
     expect(run.stderr).toMatch(/store_corrupt|damaged/);

@@ -154,6 +154,7 @@ export default [
       return run.status === "paused" && run.statusReason?.startsWith("version_mismatch") && run;
     });
     expect(paused.statusReason).toContain("started by pinned version 1, this worker has version 2");
+    expect((await tether(cwd, ["--db", db, "show", id])).stdout).toContain(`tether fork ${id} --from 1 --current-version`);
     expect((await journal(id)).filter((e) => e.type === "call.started").length).toBe(callsBefore);
   }, 90_000);
 

@@ -83,6 +83,9 @@ const answerFits: Record<CommandRecord["type"], readonly string[]> = {
   cancel: ["cancelling", "cancelled"],
   halt: ["halted"],
   unhalt: ["paused"],
+  // Approval decisions are not among the races' actions.
+  approve: ["paused", "running"],
+  reject: ["paused", "running"],
 };
 const ended = ["completed", "failed", "cancelled"];
 const timings = { tokensPerSecond: 400, compensateMs: 10 };
@@ -183,10 +186,16 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
       180_000,
       200,
     ).catch((error: unknown) => violations.push({ rule: "stuck", runId: "*", message: (error as Error).message }));
-  } finally {
+  } catch (error) {
+    // A campaign that could not run leaves no schema behind.
     await Promise.all(children.map((c) => c.stop()));
     await starter.close();
+    if (pg) await pg.cleanup();
+    else for (const opened of openedStores) await opened.close();
+    throw error;
   }
+  await Promise.all(children.map((c) => c.stop()));
+  await starter.close();
   for (const child of children) if (/unhandled rejection/.test(child.stderr)) violations.push({ rule: "failed", runId: "*", message: `process ${child.pid}: ${child.stderr.slice(-600)}` });
 
   const checkStore = await openStore();

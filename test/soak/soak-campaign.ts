@@ -208,10 +208,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       120_000,
       200,
     ).catch((error: unknown) => violations.push({ rule: "stuck", runId: "*", message: (error as Error).message }));
-  } finally {
+  } catch (error) {
+    // A soak that could not run leaves no schema behind.
     await worker.close();
     await control.close();
+    await backend.finish(false);
+    throw error;
   }
+  await worker.close();
+  await control.close();
 
   // The checker reads through a store and a ledger opened for it alone.
   const checkStore = await backend.open();
