@@ -149,8 +149,11 @@ export async function decideApproval(
     return await recordDecision(ctx, runId, verdict, options, command, stale);
   } catch (error) {
     if (TetherError.isInstance(error) && error.code !== "run_not_found" && error.code !== "store_error") {
-      const run = await ctx.store.getRun(runId);
-      if (run) await recordCommandOnly(ctx, run, command, `refused: ${error.code}`);
+      // Recorded at the status the run has when it is written (a run that keeps moving is read again).
+      for (let attempt = 0; attempt < 20; attempt++) {
+        const run = await ctx.store.getRun(runId);
+        if (!run || (await recordCommandOnly(ctx, run, command, `refused: ${error.code}`))) break;
+      }
     }
     throw error;
   }

@@ -65,14 +65,19 @@ export function controlEntry(ctx: EngineContext, command: CommandRecord, outcome
   };
 }
 
-/** Records a command that changes nothing (it already holds) or is refused, in the journal too. */
-export async function recordCommandOnly(ctx: EngineContext, run: RunRecord, command: CommandRecord, outcome: string): Promise<RunRecord> {
+/**
+ * Records a command that changes nothing (it already holds) or is refused, in the journal too,
+ * at the status it was decided on: undefined if the run moved meanwhile (decide again).
+ */
+export async function recordCommandOnly(ctx: EngineContext, run: RunRecord, command: CommandRecord, outcome: string): Promise<RunRecord | undefined> {
   const result = await ctx.store.update({
     runId: run.id,
+    expect: { status: [run.status] },
     journal: [controlEntry(ctx, command, outcome)],
     insertCommand: { ...command, appliedAt: ctx.clock.now(), outcome },
   });
-  if (result.ok) ctx.bus.publishJournal(result.journal);
+  if (!result.ok) return undefined;
+  ctx.bus.publishJournal(result.journal);
   return result.run;
 }
 
@@ -92,10 +97,16 @@ export async function applyControl(
       if (TetherError.isInstance(error)) return { refuse: error };
       throw error;
     });
-    if ("noop" in decision) return recordCommandOnly(ctx, run, command, "already_holds");
+    if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while applying ${command.type}`);
+    // An outcome that changes nothing is recorded only if the run still has the status it was decided on.
+    if ("noop" in decision) {
+      const recorded = await recordCommandOnly(ctx, run, command, "already_holds");
+      if (recorded) return recorded;
+      continue;
+    }
     if ("refuse" in decision) {
-      await recordCommandOnly(ctx, run, command, `refused: ${decision.refuse.code}`);
-      throw decision.refuse;
+      if (await recordCommandOnly(ctx, run, command, `refused: ${decision.refuse.code}`)) throw decision.refuse;
+      continue;
     }
     const result = await ctx.store.update({
       ...decision.update,
@@ -106,10 +117,7 @@ export async function applyControl(
       journal: [controlEntry(ctx, command, decision.applied ? "applied" : "requested"), ...(decision.update.journal ?? [])],
       insertCommand: decision.applied ? { ...command, appliedAt: now, outcome: "applied" } : command,
     });
-    if (!result.ok) {
-      if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while applying ${command.type}`);
-      continue;
-    }
+    if (!result.ok) continue;
     ctx.bus.publishJournal(result.journal);
     host.executorOf(runId)?.observe(result.run);
     return result.run;

@@ -40,6 +40,10 @@ async function recordPause(host: ControlHost, runId: string, options: PauseOptio
       update: {
         set: { status: "paused", statusReason: reason, pauseMode: null, runningSince: null, activeMs: run.activeMs + (since === null ? 0 : now - since) },
         journal: [statusEntry(now, "running", "pausing", reason), statusEntry(now, "pausing", "paused", reason)],
+        // A lease that ran out may belong to a worker that is only slow, not dead: the epoch moves
+        // on (a lease that is over at once), so its late writes are refused instead of landing
+        // after `paused`.
+        ...(run.lease ? { claim: { workerId: `paused-by:${command.actor}`, until: now } } : {}),
       },
       applied: true,
     };

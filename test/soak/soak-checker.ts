@@ -53,17 +53,6 @@ export interface SoakCheck {
   figures: SoakFigures;
 }
 
-/**
- * Broken today, and asserted by the suites once the engine is fixed: a control command found
- * to change nothing ("already holds") or refused is recorded without expecting the status it
- * was decided on, so when the run moves in between (another process's command, the worker's
- * own step) the entry lands after a status it does not fit, and the caller is answered with a
- * run whose status contradicts the outcome (`resume` → "already holds", the run `pausing`).
- * Recording it with `expect: { status: [run.status] }` and deciding again on a conflict
- * (Runtime.control) makes both rules hold in the soak and the races on both stores.
- */
-export const rulesAwaitingEngineFix: readonly SoakRule[] = ["command-position", "answer"];
-
 /** One line per violation, for logs. */
 export function describeViolation(violation: SoakViolation): string {
   return `[${violation.rule}] ${violation.runId}: ${violation.message}`;

@@ -7,7 +7,7 @@ import { crashAgent, crashAgentName, crashPrompt, planFor } from "../crash/agent
 import { waitUntil } from "../crash/child-process.js";
 import { Ledger } from "../crash/ledger.js";
 import { runSoak, type SoakReport, type SoakStoreKind } from "./soak-campaign.js";
-import { checkSoak, describeViolation, rulesAwaitingEngineFix, type SoakRule } from "./soak-checker.js";
+import { checkSoak, describeViolation } from "./soak-checker.js";
 
 /**
  * The CI slice of the soak (`npm run soak` runs minutes per store): seeded random pause,
@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const seconds = 20;
 
-function soakSlice(store: SoakStoreKind, seed: number, exceptRules: readonly SoakRule[] = []) {
+function soakSlice(store: SoakStoreKind, seed: number) {
   let report: SoakReport;
   beforeAll(async () => {
     report = await runSoak({ store, dir: join(dir, store), seconds, seed, keepOnViolations: false });
@@ -41,7 +41,7 @@ function soakSlice(store: SoakStoreKind, seed: number, exceptRules: readonly Soa
   });
 
   it("the checker finds no violation: nothing stuck, legal status history, no call started while not running, each completed effect once in the ledger, every compensation once, each command one outcome", () => {
-    expect(report.violations.filter((v) => !exceptRules.includes(v.rule)).map(describeViolation)).toEqual([]);
+    expect(report.violations.map(describeViolation)).toEqual([]);
     expect(report.figures.byStatus).toEqual({ completed: expect.any(Number), cancelled: expect.any(Number) });
   });
 }
@@ -51,11 +51,7 @@ describe("soak on SQLite", () => {
 });
 
 describe("soak on PostgreSQL", () => {
-  // In one process SQLite's synchronous writes leave no gap between deciding a command and
-  // recording it; PostgreSQL's do, and rulesAwaitingEngineFix are broken there today.
-  soakSlice("postgres", 12, rulesAwaitingEngineFix);
-
-  it.todo("every control entry records an outcome that fits the status at its place in the journal (rulesAwaitingEngineFix)");
+  soakSlice("postgres", 12);
 });
 
 describe("the soak checker", () => {
