@@ -408,4 +408,38 @@ describe("approval deadlines", () => {
     expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
     expect(seen).toHaveLength(1);
   });
+
+  it("an approved call aborted by a pause runs again under the idempotency key it was approved at", async () => {
+    const keys: string[] = [];
+    let release!: () => void;
+    const slow = tool({
+      name: "transfer",
+      description: "Move money (honours its signal)",
+      input: z.object({ amount: z.number() }),
+      needsApproval: true,
+      abortable: true,
+      execute: async (_input, { idempotencyKey, signal }) => {
+        keys.push(idempotencyKey);
+        if (keys.length === 1) await new Promise<void>((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }));
+        await new Promise<void>((resolve) => (release = resolve));
+        return { moved: true };
+      },
+    });
+    const { model } = scripted([{ toolName: "transfer", input: { amount: 5 } }]);
+    h = harness([toolLoopAgent({ name: "mover", tools: [slow], model })]);
+    const rt = h.runtime;
+    const run = await rt.start("mover", "move it");
+    const asked = await rt.waitFor(run.id, ["paused"]);
+    const callSeq = asked.approvals![0].callSeq;
+    await rt.approve(run.id, { actor: "alice" });
+    await rt.resume(run.id, { actor: "alice" });
+    await waitUntil(() => keys.length === 1, { what: "the approved call to start" });
+    await rt.pause(run.id, { actor: "alice" });
+    await rt.waitFor(run.id, ["paused"]);
+    await rt.resume(run.id, { actor: "alice" });
+    await waitUntil(() => keys.length === 2, { what: "the approved call to run again" });
+    release();
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(keys).toEqual([`${run.id}:${callSeq}`, `${run.id}:${callSeq}`]);
+  });
 });

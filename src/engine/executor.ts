@@ -40,7 +40,8 @@ interface LiveCall {
 }
 
 /** A call the gate lets through, with how many times in a row it repeats the previous tool call. */
-type Admitted = { action: Action & { type: "model" | "tool" }; repeats: number };
+/** `callSeq`: the position the call keeps (an approved call, asked for at that position, keeps its idempotency key). */
+type Admitted = { action: Action & { type: "model" | "tool" }; repeats: number; callSeq?: number };
 
 /** A call whose `started` is journaled, to perform. */
 type Started = { action: Action & { type: "model" | "tool" }; inflight: InflightCall };
@@ -172,13 +173,14 @@ export class RunExecutor extends RunSession {
         await this.requestPause(tripped, [{ type: "budget.tripped", at: this.now(), data: { reason: tripped } }]);
         continue;
       }
-      let call: Action & { type: "model" | "tool" } = action;
+      let call: Admitted = { action, repeats };
       if (action.type === "tool") {
         const approved = await this.approvalGate(action);
         if (!approved) continue;
-        call = approved;
+        // Approved at the position it was asked for: a re-issue (after a pause aborted it) keeps its key.
+        call = { action: approved, repeats, callSeq: approvalOf(this.run, action)?.callSeq };
       }
-      await this.gate(this.withRestOfTurn({ action: call, repeats }, this.run.step, this.run.usage));
+      await this.gate(this.withRestOfTurn(call, this.run.step, this.run.usage));
     }
   }
 
@@ -339,13 +341,13 @@ export class RunExecutor extends RunSession {
 
   /** What the gate writes for calls: `started` of each in the journal, the calls in flight, the next sequence number. */
   private startedWrite(admitted: Admitted[]): { calls: Started[]; set: RunPatch; entries: JournalInput[] } {
-    const first = this.run.nextCallSeq;
+    let next = this.run.nextCallSeq;
     const at = this.now();
     let guard = this.run.guard;
     const calls: Started[] = [];
     const entries: JournalInput[] = [];
-    for (const [index, { action, repeats }] of admitted.entries()) {
-      const callSeq = first + index;
+    for (const { action, repeats, callSeq: kept } of admitted) {
+      const callSeq = kept !== undefined && kept < next ? kept : next++;
       const name = action.type === "model" ? modelKey(this.model(action)) : action.toolName;
       // A model request carries the whole conversation, and recovery never re-uses it (an
       // interrupted model call is re-planned from the snapshot), so only its type is kept: the
@@ -363,7 +365,7 @@ export class RunExecutor extends RunSession {
     const inflights = calls.map((c) => c.inflight);
     return {
       calls,
-      set: { nextCallSeq: first + calls.length, inflight: inflights[0], ...(calls.length > 1 ? { inflightCalls: inflights } : {}), guard },
+      set: { nextCallSeq: next, inflight: inflights[0], ...(calls.length > 1 ? { inflightCalls: inflights } : {}), guard },
       entries,
     };
   }
