@@ -5,7 +5,8 @@
  *   about 1 KB, on the SQLite runtime − time of the same loop calling the same functions with no
  *   runtime and no store) / N. Runs follow each other on one open store; medians, interleaved.
  * - resume at N steps: a run paused after N journaled gates (its gate N+1 was aborted); from a
- *   worker runtime just opened on the file (nothing of the run cached), `resume()` → the command
+ *   worker runtime on the file (its statements prepared by another run's pause and resume,
+ *   nothing of this run cached), `resume()` → the command
  *   written → claimed → snapshot read and verified → the function called from the top, all N
  *   gates replayed from the journal → gate N+1's `call.started` journaled. Floor: a fresh raw connection that SELECTs the run's message rows
  *   (the journaled results) and JSON.parses them, nothing else (as the durability benchmark's floor).
@@ -130,6 +131,7 @@ async function overhead(steps: number): Promise<{ baseline: number; durable: num
 async function resume(steps: number): Promise<{ resume: number; floor: number }> {
   const path = join(dir, `resume-${steps}.db`);
   const agent = stepsAgent(`resume-${steps}`, steps, true);
+  const warm = stepsAgent(`warm-${steps}`, 1, true);
   // The run: N gates journaled, then paused in the hold gate.
   let store = new SqliteStore({ path });
   let runtime = createTether({ agents: [agent], store, workerPollMs: 1_000 });
@@ -149,9 +151,17 @@ async function resume(steps: number): Promise<{ resume: number; floor: number }>
   floorOnce(path, runId, steps);
   for (let i = 0; i < samples + 1; i++) {
     if (i % 2 === 0) floors.push(floorOnce(path, runId, steps));
-    // A worker that is already running (its store open, nothing of the run cached) gets the resume.
+    // A worker that is already running (its store open and its statements prepared by another
+    // run's pause and resume, nothing of this run cached) gets the resume.
     store = new SqliteStore({ path });
-    runtime = createTether({ agents: [agent], store, workerPollMs: 1_000 });
+    runtime = createTether({ agents: [agent, warm], store, workerPollMs: 1_000 });
+    const other = (await runtime.start(warm.name, null)).id;
+    for (let round = 0; round < 2; round++) {
+      await runtime.waitFor(other, (r) => (r.inflightCalls?.length ?? 0) === 1 && r.status === "running");
+      await runtime.pause(other);
+      await runtime.waitFor(other, ["paused"]);
+      if (round === 0) await runtime.resume(other);
+    }
     const began = performance.now();
     const at = await until(
       runtime,

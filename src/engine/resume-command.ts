@@ -77,9 +77,9 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     const load = () => restoreState(runId, stored);
     let restored = options.message !== undefined || options.patch !== undefined ? load() : undefined;
     if (!restored) {
-      verifyStoredState(runId, stored);
+      const chain = verifyStoredState(runId, stored);
       // This process's executor, if it claims the run next, starts from what was just read.
-      if (host.claims()) ctx.snapshots.offer(runId, stored);
+      if (host.claims()) ctx.snapshots.offer(runId, stored, chain);
     }
     const journal: JournalInput[] = [];
     if (!options.force && agent) {

@@ -159,8 +159,8 @@ export abstract class RunSession {
   /** Reads the latest snapshot; false if it is corrupt, and the run was set aside or can only be cancelled. */
   private async load(): Promise<boolean> {
     try {
-      const stored = this.ctx.snapshots.take(this.run.id, this.run.snapshotSeq) ?? (await this.ctx.store.loadState(this.run.id));
-      const restored = restoreState(this.run.id, stored);
+      const handed = this.ctx.snapshots.take(this.run.id, this.run.snapshotSeq);
+      const restored = handed ? restoreState(this.run.id, handed.stored, handed.chain) : restoreState(this.run.id, await this.ctx.store.loadState(this.run.id));
       this.state = restored.state;
       this.writer = restored.writer;
       return true;

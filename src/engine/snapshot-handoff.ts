@@ -7,20 +7,21 @@ import type { StoredState } from "./store.js";
  * leaves its entry to be pushed out).
  */
 export class SnapshotHandoff {
-  private readonly entries = new Map<string, StoredState>();
+  private readonly entries = new Map<string, { stored: StoredState; chain: string }>();
 
   constructor(private readonly capacity = 4) {}
 
-  offer(runId: string, stored: StoredState): void {
+  /** `chain`: what `verifyStoredState` returned for it. */
+  offer(runId: string, stored: StoredState, chain: string): void {
     this.entries.delete(runId);
-    this.entries.set(runId, stored);
+    this.entries.set(runId, { stored, chain });
     while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
   }
 
   /** The offered snapshot if it is the one the run record names (`snapshotSeq`), once. */
-  take(runId: string, snapshotSeq: number): StoredState | undefined {
-    const stored = this.entries.get(runId);
+  take(runId: string, snapshotSeq: number): { stored: StoredState; chain: string } | undefined {
+    const entry = this.entries.get(runId);
     this.entries.delete(runId);
-    return stored && stored.head.seq === snapshotSeq ? stored : undefined;
+    return entry && entry.stored.head.seq === snapshotSeq ? entry : undefined;
   }
 }

@@ -93,9 +93,10 @@ export class SnapshotWriter {
 }
 
 /** Verifies and parses a stored snapshot; a single flipped byte refuses with `snapshot_corrupt`. */
-export function restoreState(runId: string, stored: StoredState): { state: AgentState; writer: SnapshotWriter } {
+export function restoreState(runId: string, stored: StoredState, verifiedChain?: string): { state: AgentState; writer: SnapshotWriter } {
   const { head } = stored;
-  const chain = verifyStoredState(runId, stored);
+  // A snapshot verified a moment ago in this process (a resume handing it over) is not checked twice.
+  const chain = verifiedChain ?? verifyStoredState(runId, stored);
   let messages: Message[];
   let vars: JsonObject;
   try {
