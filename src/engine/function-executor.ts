@@ -381,7 +381,21 @@ export class FunctionExecutor extends RunSession {
     });
   }
 
+  /**
+   * Replay's fast path: the next gate's journaled result, when it has one and nothing stops the
+   * run, without building the call (what most gates of a long resume are).
+   */
+  private replayedStep(name: string, input: Json | undefined, hasCompensate: boolean): GateRecord | undefined {
+    if (this.stopReason !== null || this.collecting || hasCompensate) return undefined;
+    const recorded = this.log.get(this.position + 1);
+    if (!recorded || recorded.error || recorded.kind !== "step" || recorded.name !== name || recorded.hash !== inputHash(input)) return undefined;
+    this.position++;
+    return recorded;
+  }
+
   private stepGate<T extends Json | void>(name: string, fn: (ctx: StepContext) => Promise<T> | T, options: StepOptions<T> = {}): Promise<T> {
+    const replayed = this.replayedStep(name, options.input, options.compensate !== undefined);
+    if (replayed) return Promise.resolve(replayed.value as T);
     const compensate = options.compensate;
     const check = options.check;
     return this.gate<T>({
