@@ -10,7 +10,7 @@ import type { ResourceHolder } from "./resources.js";
 import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
-import { RunSession } from "./run-session.js";
+import { RunSession, stopped } from "./run-session.js";
 import { undeliveredSteering } from "./steering.js";
 import { planRecovery } from "./recovery.js";
 import { statusEntry } from "./status-entry.js";
@@ -536,25 +536,6 @@ export class RunExecutor extends RunSession {
     });
   }
 
-  private untilStopped<T>(promise: Promise<T>): Promise<T> {
-    const signal = this.stopAll.signal;
-    if (signal.aborted) return Promise.reject(stopped);
-    return new Promise<T>((resolve, reject) => {
-      const onStop = () => reject(stopped);
-      signal.addEventListener("abort", onStop, { once: true });
-      promise.then(
-        (value) => {
-          signal.removeEventListener("abort", onStop);
-          resolve(value);
-        },
-        (error) => {
-          signal.removeEventListener("abort", onStop);
-          reject(error);
-        },
-      );
-    });
-  }
-
   /** The outcome, the new snapshot and the usage, in one transaction (after the writes queued before it). */
   private commitOutcome(action: Action, inflight: InflightCall, outcome: Outcome, usage?: Usage, extra: JournalInput[] = [], chain = false, patch: RunPatch = {}): Promise<void> {
     return this.serial(() => this.commitNow(action, inflight, outcome, usage, extra, chain, patch));
@@ -754,7 +735,6 @@ export class RunExecutor extends RunSession {
   }
 }
 
-const stopped = Symbol("stopped");
 
 function outcomeJson(outcome: Outcome): Json {
   if (outcome.type === "model") return { text: outcome.result.text, toolCalls: outcome.result.toolCalls as unknown as Json, finishReason: outcome.result.finishReason };

@@ -11,7 +11,7 @@ import type { Json, JsonObject } from "./json.js";
 import { modelKey, type ModelRequest, type ModelResult, type ModelUsage } from "./model.js";
 import { divergence, gateMessage, inputHash, ReplayLog, type GateKind, type GateRecord } from "./replay-log.js";
 import type { ResourceHolder } from "./resources.js";
-import { RunSession, type Compensator } from "./run-session.js";
+import { RunSession, stopped, type Compensator } from "./run-session.js";
 import { statusEntry } from "./status-entry.js";
 import { undeliveredSteering } from "./steering.js";
 import type { EffectRecord, EffectWrite, InflightCall, JournalInput, RunPatch, RunRecord, SnapshotWrite } from "./store.js";
@@ -470,23 +470,7 @@ export class FunctionExecutor extends RunSession {
 
   /** A call that ignores its signal is not waited for once the run is halted or the lease lost. */
   private untilStoppedUnless<T>(abortable: boolean, promise: Promise<T>): Promise<T> {
-    if (abortable) return promise;
-    const signal = this.stopAll.signal;
-    if (signal.aborted) return Promise.reject(stopped);
-    return new Promise<T>((resolve, reject) => {
-      const onStop = () => reject(stopped);
-      signal.addEventListener("abort", onStop, { once: true });
-      promise.then(
-        (value) => {
-          signal.removeEventListener("abort", onStop);
-          resolve(value);
-        },
-        (error) => {
-          signal.removeEventListener("abort", onStop);
-          reject(error);
-        },
-      );
-    });
+    return abortable ? promise : this.untilStopped(promise);
   }
 
   private diverge(seq: number, journaled: GateRecord, now: { kind: GateKind; name: string; hash: string }): PauseSignal {
@@ -775,4 +759,3 @@ export class FunctionExecutor extends RunSession {
   }
 }
 
-const stopped = Symbol("stopped");

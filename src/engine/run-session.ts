@@ -13,6 +13,9 @@ import { statusEntry } from "./status-entry.js";
 
 export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
 
+/** What `untilStopped` rejects with when the run is halted or the lease lost before the call settles. */
+export const stopped = Symbol("stopped");
+
 /**
  * One claimed run from the executor's side: the record as this worker last saw it, every write
  * fenced by the lease's epoch (and carrying the lease on), the reaction to control commands
@@ -145,6 +148,26 @@ export abstract class RunSession {
     if (result.run.version > this.run.version) this.adopt(result.run);
     this.ctx.bus.publishJournal(result.journal);
     return true;
+  }
+
+  /** A call that ignores its signal is not waited for once the run is halted or the lease lost: rejects with `stopped`. */
+  protected untilStopped<T>(promise: Promise<T>): Promise<T> {
+    const signal = this.stopAll.signal;
+    if (signal.aborted) return Promise.reject(stopped);
+    return new Promise<T>((resolve, reject) => {
+      const onStop = () => reject(stopped);
+      signal.addEventListener("abort", onStop, { once: true });
+      promise.then(
+        (value) => {
+          signal.removeEventListener("abort", onStop);
+          resolve(value);
+        },
+        (error) => {
+          signal.removeEventListener("abort", onStop);
+          reject(error);
+        },
+      );
+    });
   }
 
   protected now(): number {
