@@ -4,6 +4,18 @@ import { stepCountIs, streamText, tool, ToolLoopAgent } from "ai";
 import { z } from "zod";
 import { durableAgent } from "../../src/index.js";
 
+/** An AI SDK tool that appends each execution to `toolLogPath`. */
+function lookupTool(toolLogPath: string) {
+  return tool({
+    description: "Look a word up",
+    inputSchema: z.object({ query: z.string() }),
+    execute: async ({ query }) => {
+      appendFileSync(toolLogPath, `${JSON.stringify({ query, pid: process.pid })}\n`);
+      return { definition: `${query}: a word` };
+    },
+  });
+}
+
 /**
  * An ordinary AI SDK agent (`streamText` with a tool and `stopWhen`) made durable by the two
  * lines the docs show: `ctx.aiSdk.model(...)` and `ctx.aiSdk.tools(...)`. Every execution of the
@@ -20,14 +32,7 @@ export function aiSdkResearcher(baseURL: string, toolLogPath: string) {
         system: "You look words up.",
         prompt: question,
         tools: ctx.aiSdk.tools({
-          lookup: tool({
-            description: "Look a word up",
-            inputSchema: z.object({ query: z.string() }),
-            execute: async ({ query }) => {
-              appendFileSync(toolLogPath, `${JSON.stringify({ query, pid: process.pid })}\n`);
-              return { definition: `${query}: a word` };
-            },
-          }),
+          lookup: lookupTool(toolLogPath),
         }),
         stopWhen: stepCountIs(5),
       });
@@ -48,14 +53,7 @@ export function aiSdkToolLoop(baseURL: string, toolLogPath: string) {
         instructions: "You look words up.",
         tools: ctx.aiSdk.tools(
           {
-            lookup: tool({
-              description: "Look a word up",
-              inputSchema: z.object({ query: z.string() }),
-              execute: async ({ query }) => {
-                appendFileSync(toolLogPath, `${JSON.stringify({ query, pid: process.pid })}\n`);
-                return { definition: `${query}: a word` };
-              },
-            }),
+            lookup: lookupTool(toolLogPath),
           },
           { lookup: { idempotent: true } },
         ),
