@@ -68,8 +68,6 @@ export class RunExecutor extends RunSession {
   private readonly live = new Map<number, LiveCall>();
   /** Calls whose `started` was journaled with the previous outcome; the loop performs them next. */
   private chained: Started[] | null = null;
-  /** Writes that patch from the record go one at a time while several calls are in flight: each starts from the record the previous one left. */
-  private writes: Promise<unknown> = Promise.resolve();
   private readonly parallel: number;
   /** The run's resources are held: from then on the loop may start calls (and chain them). */
   private resourcesReady = false;
@@ -80,12 +78,6 @@ export class RunExecutor extends RunSession {
     this.parallel = parallelLimit(agent.parallelToolCalls);
   }
 
-  /** Runs a write that patches from the current record after every write queued before it. */
-  private serial<T>(write: () => Promise<T>): Promise<T> {
-    const next = this.writes.then(write, write);
-    this.writes = next.catch(() => undefined);
-    return next;
-  }
 
   protected abortCalls(reason: unknown): void {
     for (const call of this.live.values()) call.controller.abort(reason);
@@ -97,27 +89,15 @@ export class RunExecutor extends RunSession {
    * run waits for.
    */
   protected react(): void {
-    const { status } = this.run;
-    if (status === "halted") {
+    if (this.run.status === "halted") {
       this.stopAll.abort("halted");
       this.abortCalls("halted");
       return;
     }
-    if ((status !== "pausing" && status !== "cancelling") || this.live.size === 0) return;
-    const immediate = status === "cancelling" || this.run.pauseMode !== "boundary";
-    let waitingOn: LiveCall | undefined;
-    for (const call of [...this.live.values()].sort((a, b) => a.inflight.callSeq - b.inflight.callSeq)) {
-      if (immediate && (call.kind === "model" || call.tool?.abortable)) call.controller.abort(status === "cancelling" ? "cancel" : "pause");
-      else waitingOn ??= call;
-    }
-    if (waitingOn && !this.run.waitingFor) {
-      const { kind, inflight } = waitingOn;
-      void this.serial(async () => {
-        // Still unmarked and still running once the writes before this one landed.
-        if (!this.run.waitingFor && this.live.has(inflight.callSeq)) await this.markWaiting(kind, inflight);
-      }).catch(() => undefined);
-    }
+    const calls = [...this.live.values()].map((call) => ({ ...call, abortable: call.kind === "model" || call.tool?.abortable === true }));
+    this.reachCallsInFlight(calls, (callSeq) => this.live.has(callSeq));
   }
+
 
   /** Runs steps while the run is running; without a readable state only a cancel or a pause can finish. */
   protected async drive(hasState: boolean): Promise<void> {

@@ -104,7 +104,6 @@ export class FunctionExecutor extends RunSession {
   private readonly compensators = new Map<number, Compensator>();
   /** `now`/`random` values taken since the last write; they ride with the next one. */
   private pendingRecords: GateRecord[] = [];
-  private writes: Promise<unknown> = Promise.resolve();
   private resourcesReady = false;
 
   constructor(ctx: EngineContext, agent: FunctionAgentDefinition, claimed: RunRecord, resources?: ResourceHolder) {
@@ -195,12 +194,6 @@ export class FunctionExecutor extends RunSession {
     );
   }
 
-  /** Every write of this executor goes through here, one at a time: each starts from the record the previous one left. */
-  private serial<T>(write: () => Promise<T>): Promise<T> {
-    const next = this.writes.then(write, write);
-    this.writes = next.catch(() => undefined);
-    return next;
-  }
 
   private stopWith(reason: string): void {
     if (this.stopReason === null) {
@@ -242,17 +235,10 @@ export class FunctionExecutor extends RunSession {
     }
     if (status !== "pausing" && status !== "cancelling") return;
     this.stopWith(status === "cancelling" ? "cancel" : "pause");
-    const immediate = status === "cancelling" || this.run.pauseMode !== "boundary";
-    let waitingOn: LiveCall | undefined;
-    for (const call of this.live.values()) {
-      if (immediate && (call.kind === "model" || call.abortable)) call.controller.abort(status === "cancelling" ? "cancel" : "pause");
-      else waitingOn ??= call;
-    }
-    if (waitingOn && !this.run.waitingFor) {
-      const { inflight } = waitingOn;
-      void this.serial(() => this.markWaiting(inflight.kind, inflight)).catch(() => undefined);
-    }
+    const calls = [...this.live.values()].map((call) => ({ ...call, abortable: call.kind === "model" || call.abortable }));
+    this.reachCallsInFlight(calls, (callSeq) => this.live.has(callSeq));
   }
+
 
   protected override compensatorFor(effect: EffectRecord): Compensator | undefined {
     return this.compensators.get(effect.callSeq) ?? super.compensatorFor(effect);

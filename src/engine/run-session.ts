@@ -13,6 +13,13 @@ import { statusEntry } from "./status-entry.js";
 
 export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
 
+/** A call in flight as a pause or cancel sees it: `abortable` when it may be stopped mid-way (every model call). */
+export interface CallInFlight {
+  abortable: boolean;
+  controller: AbortController;
+  inflight: InflightCall;
+}
+
 /** What `untilStopped` rejects with when the run is halted or the lease lost before the call settles. */
 export const stopped = Symbol("stopped");
 
@@ -108,6 +115,36 @@ export abstract class RunSession {
   protected async markWaiting(kind: "model" | "tool", inflight: InflightCall): Promise<void> {
     // Since the call started, as the run view reports before this lands: the timer never jumps back.
     await this.write({ set: { waitingFor: { kind, name: inflight.name, callSeq: inflight.callSeq, since: inflight.startedAt } } });
+  }
+
+  private writes: Promise<unknown> = Promise.resolve();
+
+  /** Runs a write that patches from the current record after every write queued before it (several calls may be in flight). */
+  protected serial<T>(write: () => Promise<T>): Promise<T> {
+    const next = this.writes.then(write, write);
+    this.writes = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * A pause or cancel reaches the calls in flight (in call order): model calls and abortable
+   * calls are aborted, unless the pause waits for the step boundary; the first of the others is
+   * shown as what the run waits for, if it is still in flight once the writes before it landed.
+   */
+  protected reachCallsInFlight(calls: readonly CallInFlight[], stillInFlight: (callSeq: number) => boolean): void {
+    const { status } = this.run;
+    if (status !== "pausing" && status !== "cancelling") return;
+    const immediate = status === "cancelling" || this.run.pauseMode !== "boundary";
+    let waitingOn: CallInFlight | undefined;
+    for (const call of [...calls].sort((a, b) => a.inflight.callSeq - b.inflight.callSeq)) {
+      if (immediate && call.abortable) call.controller.abort(status === "cancelling" ? "cancel" : "pause");
+      else waitingOn ??= call;
+    }
+    if (!waitingOn || this.run.waitingFor) return;
+    const { inflight } = waitingOn;
+    void this.serial(async () => {
+      if (!this.run.waitingFor && stillInFlight(inflight.callSeq)) await this.markWaiting(inflight.kind, inflight);
+    }).catch(() => undefined);
   }
 
   /** A lease renewal is due a third of the way through the lease. */
