@@ -302,7 +302,10 @@ export class FunctionExecutor extends RunSession {
     return this.gate<ModelResult>({
       kind: "model",
       name,
-      input: req as unknown as Json,
+      // What the call depends on, compared on replay: the conversation's length and its newest
+      // message (the earlier ones were compared at the gates that produced them), and the tools;
+      // hashing the whole conversation at every call would cost O(history) per gate.
+      input: { messages: req.messages.length, last: (req.messages[req.messages.length - 1] ?? null) as unknown as Json, tools: req.tools.map((t) => t.name) },
       startedData: { messages: req.messages.length, tools: req.tools.length },
       abortable: true,
       idempotent: true,

@@ -70,9 +70,13 @@ function durableModel<M extends AiSdkLanguageModel>(ctx: DurableContext, languag
   return wrapLanguageModel({ model, middleware }) as unknown as M;
 }
 
-/** What a model call depends on, compared on replay: the prompt and the tools offered. */
+/**
+ * What a model call depends on, compared on replay: the prompt's length and its newest message
+ * (the earlier ones came from gates already compared), and the tools offered. Not the whole
+ * prompt: that would cost O(history) at every call.
+ */
 function callInput(params: LanguageModelV3CallOptions): Json {
-  return encode({ prompt: params.prompt, tools: (params.tools ?? []).map((t) => t.name) });
+  return { messages: params.prompt.length, last: encode(params.prompt[params.prompt.length - 1] ?? null), tools: (params.tools ?? []).map((t) => t.name) };
 }
 
 /** The parts of a generate result worth keeping: not the raw HTTP bodies and headers. */
