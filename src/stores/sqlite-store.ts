@@ -492,6 +492,7 @@ export class SqliteStore implements Store {
         schemaVersion: row.schema_version,
         at: row.snap_at ?? row.at,
         varsSeq: varsRow.snap_seq,
+        entrySeq: (row.k - from) / 2,
       },
       varsJson: varsRow.vars,
       messages,
