@@ -149,6 +149,8 @@ export class Runtime {
       isHeld: (run, now) => hasLiveLease(run, now) || this.claims.executors.has(run.id),
       claims: () => this.isWorker && !this.closed,
       claimSoon: (run) => this.claims.claimSoon(run),
+      claimInline: (run, now) => (this.isWorker && !this.closed ? this.claims.inlineClaim(run, now) : undefined),
+      executeClaimed: (run) => this.claims.executeClaimed(run),
       waitFor: (runId, predicate, waitOptions) => this.waitFor(runId, predicate, waitOptions),
     };
     this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => expireRunApprovals(this.host, runId), options.approvalDeadlines);

@@ -267,6 +267,11 @@ export interface StoredState {
   head: SnapshotHead;
   varsJson: string;
   messages: string[];
+  /**
+   * Set by a store that checked, as it read them, that `messages` give `head.chain` (the chain
+   * is a checksum over every message body in order); the engine then does not compute it again.
+   */
+  verifiedChain?: string;
 }
 
 export interface CommandRecord {
