@@ -119,6 +119,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           runningSince: now,
           // Without the agent's code here the stale check (and version check) cannot run: the worker that claims the run runs them first.
           uncheckedResume: !agent && !options.force ? { actor: command.actor, at: now } : null,
+          forcedResume: options.force ? { actor: command.actor, at: now } : null,
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),

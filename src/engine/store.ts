@@ -111,6 +111,12 @@ export interface RunRecord {
    * before the first call. Absent or null otherwise.
    */
   uncheckedResume?: { actor: string; at: number } | null;
+  /**
+   * Set by a resume with `force` (who, when): the checks of a snapshot's freshness are skipped,
+   * also those made while the run replays (an async-function agent's step `revalidate`). Null
+   * after a resume without it.
+   */
+  forcedResume?: { actor: string; at: number } | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -145,6 +151,7 @@ export type RunPatch = Partial<
     | "steering"
     | "approvals"
     | "uncheckedResume"
+    | "forcedResume"
   >
 >;
 
