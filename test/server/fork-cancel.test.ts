@@ -55,7 +55,7 @@ async function sourceAndFork(): Promise<{ env: TestEnv; ledger: Ledger; id: stri
 
 function tether(args: string[], url: string, token: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolvePromise, reject) => {
-    const environment = { ...process.env, TETHER_URL: url, TETHER_TOKEN: token };
+    const environment: NodeJS.ProcessEnv = { ...process.env, TETHER_URL: url, TETHER_TOKEN: token };
     delete environment.TETHER_DB;
     const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { env: environment, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
