@@ -42,6 +42,8 @@ export interface CancelReport {
   uncertain: { callSeq: number; tool: string; reason: string }[];
   released: string[];
   releaseFailed: { name: string; error: string }[];
+  /** Effects not undone because a live fork inherited them and the cancel chose `keep` (absent in reports written before). */
+  kept?: { callSeq: number; tool: string; forks: string[] }[];
 }
 
 export interface Lease {
@@ -260,6 +262,12 @@ export interface SnapshotHead {
   schemaVersion: number;
   at: number;
   varsSeq: number;
+  /**
+   * The journal entry that carries the snapshot (the last of its transaction): every entry up to
+   * it is in this state. Optional: a store that does not say makes a fork's inheritance unknown,
+   * and a cancel then treats every effect as inherited.
+   */
+  entrySeq?: number;
 }
 
 export interface StoredState {
@@ -285,7 +293,8 @@ export interface CommandRecord {
   outcome: string | null;
 }
 
-export type EffectState = "done" | "compensating" | "compensated" | "failed";
+/** `kept`: left in place by a cancel because a live fork inherited it (`inherited: "keep"`). */
+export type EffectState = "done" | "compensating" | "compensated" | "failed" | "kept";
 
 export interface EffectRecord {
   runId: string;

@@ -485,6 +485,7 @@ export class SqliteStore implements Store {
       schemaVersion: row.schema_version,
       at: row.snap_at ?? row.at,
       varsSeq: varsRow.snap_seq,
+      entrySeq: (row.k - from) / 2,
     };
     // The snapshot's chain is a checksum over every message body in order: when the bodies read
     // give the chain the head names, they are intact, and the rows' own checksums are only read
