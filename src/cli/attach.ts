@@ -42,6 +42,11 @@ export function statusLine(run: RunView, activity: Activity, now: number, fetche
 }
 
 function cancelQuestion(runId: string, preview: CancelPreviewResponse): string {
+  if (preview.inherited.length) {
+    const forks = preview.forks.map((f) => f.runId).join(", ");
+    const effects = preview.inherited.map((e) => `${e.tool} (call ${e.callSeq})`).join(", ");
+    return `Cancel ${runId}? Live fork${preview.forks.length === 1 ? "" : "s"} ${forks} inherited ${effects}: y cancels and keeps ${preview.inherited.length === 1 ? "it" : "them"} for the forks, a cancels and undoes ${preview.inherited.length === 1 ? "it" : "them"} too; any other key to keep the run`;
+  }
   const undo = preview.compensations.map((c) => `${c.tool} (call ${c.callSeq})`).join(", ");
   const release = preview.resources.length ? `; release ${preview.resources.join(", ")}` : "";
   const uncertain = preview.uncertain.length ? `; uncertain: ${preview.uncertain.map((u) => u.tool).join(", ")}` : "";
@@ -121,7 +126,9 @@ export async function attach(client: TetherClient, runId: string, io: AttachIo):
     if (confirming) {
       const preview = confirming;
       confirming = undefined;
-      if (key.toLowerCase() === "y") void act(`cancelling (${preview.compensations.length} to undo)`, () => client.cancel(runId, { reason: "cancelled from tether attach" }));
+      const inherited = preview.inherited.length ? (key.toLowerCase() === "a" ? "compensate" : key.toLowerCase() === "y" ? "keep" : undefined) : undefined;
+      const undo = inherited === "keep" ? preview.compensations.length - preview.inherited.length : preview.compensations.length;
+      if (key.toLowerCase() === "y" || inherited) void act(`cancelling (${undo} to undo)`, () => client.cancel(runId, { reason: "cancelled from tether attach", ...(inherited ? { inherited } : {}) }));
       else screen.setNotice("kept running: cancel aborted");
       return;
     }
@@ -219,14 +226,25 @@ export async function followLogs(
   }
 }
 
-export function previewLines(runId: string, preview: CancelPreviewResponse): string[] {
+export function previewLines(runId: string, preview: CancelPreviewResponse, inherited?: "compensate" | "keep"): string[] {
   const lines = [`Cancelling ${runId} (${preview.status}) will:`];
-  if (preview.compensations.length === 0) lines.push("  undo nothing (no effect with a compensation has completed)");
+  // With `keep`, the effects the forks inherited are not undone.
+  const kept = new Set(inherited === "keep" ? preview.inherited.map((e) => e.callSeq) : []);
+  const undo = preview.compensations.filter((c) => !kept.has(c.callSeq));
+  if (undo.length === 0) lines.push(kept.size ? "  undo nothing (every effect it would undo is kept for the forks)" : "  undo nothing (no effect with a compensation has completed)");
   else {
-    lines.push(`  undo ${preview.compensations.length} effect${preview.compensations.length === 1 ? "" : "s"}, newest first:`);
-    for (const c of preview.compensations) lines.push(`    call ${c.callSeq}  ${c.tool} ${shortJson(c.input, 60)}`);
+    lines.push(`  undo ${undo.length} effect${undo.length === 1 ? "" : "s"}, newest first:`);
+    for (const c of undo) lines.push(`    call ${c.callSeq}  ${c.tool} ${shortJson(c.input, 60)}`);
   }
   if (preview.resources.length) lines.push(`  release ${preview.resources.join(", ")}`);
   for (const u of preview.uncertain) lines.push(`  leave uncertain: ${u.tool} (call ${u.callSeq}) may or may not have happened; it is flagged in the report`);
+  if (preview.inherited.length) {
+    lines.push(`  but live fork${preview.forks.length === 1 ? "" : "s"} inherited ${preview.inherited.length} of these effects and still rel${preview.forks.length === 1 ? "ies" : "y"} on them:`);
+    for (const f of preview.forks) {
+      const effects = preview.inherited.filter((e) => e.forks.includes(f.runId)).map((e) => `${e.tool} (call ${e.callSeq})`);
+      lines.push(`    ${f.runId} (${f.status}, forked from step ${f.fromStep}): ${effects.join(", ")}`);
+    }
+    lines.push(`  ${inherited === "keep" ? "--inherited keep: they stay (listed in the report as kept)" : inherited === "compensate" ? "--inherited compensate: they are undone too" : "choose: --inherited keep (they stay, listed as kept) or --inherited compensate (undo them too)"}`);
+  }
   return lines;
 }

@@ -128,7 +128,8 @@ export function showRun(run: RunView, now: number, storage?: RunStorage): string
   if (run.error) row("error", `${run.error.code}: ${run.error.message}`);
   if (run.report) {
     const r = run.report;
-    row("report", `${r.compensated.length} compensated, ${r.failed.length} failed, ${r.uncertain.length} uncertain, ${r.released.length} released`);
+    row("report", `${r.compensated.length} compensated, ${r.failed.length} failed, ${r.uncertain.length} uncertain, ${r.released.length} released${r.kept?.length ? `, ${r.kept.length} kept for forks` : ""}`);
+    for (const k of r.kept ?? []) lines.push(`  KEPT ${k.tool} (call ${k.callSeq}): not undone, inherited by ${k.forks.join(", ")}`);
     for (const f of r.failed) lines.push(`  FAILED compensation of ${f.tool} (call ${f.callSeq}): ${f.error}`);
     for (const u of r.uncertain) lines.push(`  UNCERTAIN ${u.tool} (call ${u.callSeq}): ${u.reason}`);
   }

@@ -13,7 +13,7 @@ describe("cancel preview of a run that has ended", () => {
     h = harness([sequenceAgent({ name: "publisher", tools: [effectTool({ name: "publish", ledger, compensable: true })], steps: [{ tool: "publish", input: { id: "a" } }] })]);
     const run = await h.runtime.start("publisher", null);
     await h.runtime.waitFor(run.id, ["completed"]);
-    expect(await h.runtime.cancelPreview(run.id)).toEqual({ runId: run.id, status: "completed", cancellable: false, compensations: [], resources: [], uncertain: [] });
+    expect(await h.runtime.cancelPreview(run.id)).toEqual({ runId: run.id, status: "completed", cancellable: false, compensations: [], resources: [], uncertain: [], forks: [], inherited: [] });
     await expect(h.runtime.cancel(run.id)).rejects.toMatchObject({ code: "illegal_transition" });
     expect(ledger.compensations).toEqual([]);
   });

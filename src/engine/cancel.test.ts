@@ -203,6 +203,8 @@ describe("cancel", () => {
       ],
       resources: ["lock"],
       uncertain: [],
+      forks: [],
+      inherited: [],
     });
     expect(ledger.compensations).toEqual([]);
     expect(await rt.get(run.id)).toEqual(paused);

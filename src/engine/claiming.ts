@@ -133,6 +133,23 @@ export class RunClaims {
     this.tryClaim(run).catch(() => undefined);
   }
 
+  /**
+   * The lease a control write (a resume) can take for this worker, so that one write both
+   * resumes and claims the run; undefined when this worker cannot execute the run at once (full,
+   * its previous executor still winding down, a lease held), and it is claimed after instead.
+   */
+  inlineClaim(run: RunRecord, now: number): { workerId: string; until: number } | undefined {
+    if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id)) return undefined;
+    if (this.size >= this.concurrency || !this.ctx.agents.has(run.agent)) return undefined;
+    return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
+  }
+
+  /** Executes a run whose lease a control write took for this worker (`inlineClaim`); its journal is published by that write. */
+  executeClaimed(run: RunRecord): void {
+    if (this.state.closed()) return; // The lease lapses, and another worker takes the run.
+    this.begin(run);
+  }
+
   /** Takes the run's lease (fencing epoch + 1) and executes it in this process. */
   private async tryClaim(candidate: RunRecord): Promise<void> {
     let run = candidate;
@@ -190,10 +207,14 @@ export class RunClaims {
 
   /** Executes a run this worker has just claimed, after the checks it needs first (claim-checks.ts). */
   private startExecuting(result: UpdateResult & { ok: true }): void {
-    const run = result.run;
+    if (this.executors.has(result.run.id) || this.checking.has(result.run.id)) return;
+    this.ctx.bus.publishJournal(result.journal);
+    this.begin(result.run);
+  }
+
+  private begin(run: RunRecord): void {
     const agent = this.ctx.agents.get(run.agent);
     if (!agent || this.executors.has(run.id) || this.checking.has(run.id)) return;
-    this.ctx.bus.publishJournal(result.journal);
     if (!needsClaimCheck(agent, run)) return this.execute(agent, run);
     const checked = checkClaimed(this.ctx, agent, run)
       .catch(() => undefined)

@@ -28,6 +28,20 @@ export function pendingCompensations(effects: readonly EffectRecord[]): EffectRe
   return effects.filter((e) => e.state === "done" || e.state === "compensating").sort((a, b) => b.callSeq - a.callSeq);
 }
 
+/** The forks each kept effect was kept for, as the cancel that chose `keep` recorded them. */
+async function keptForks(ctx: EngineContext, runId: string): Promise<Map<number, string[]>> {
+  const commands = await ctx.store.listCommands(runId);
+  const choice = commands.filter((c) => c.type === "cancel" && c.payload.inherited === "keep").at(-1);
+  const effects = Array.isArray(choice?.payload.inheritedEffects) ? choice.payload.inheritedEffects : [];
+  const forks = new Map<number, string[]>();
+  for (const effect of effects) {
+    if (effect && typeof effect === "object" && !Array.isArray(effect) && typeof effect.callSeq === "number" && Array.isArray(effect.forks)) {
+      forks.set(effect.callSeq, effect.forks.filter((f): f is string => typeof f === "string"));
+    }
+  }
+  return forks;
+}
+
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -101,12 +115,15 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
   // Every call still in flight (several when calls ran at once); `inflight` carries the uncertain mark.
   const inflight = run.inflightCalls?.length ? run.inflightCalls.map((c) => (run.inflight?.callSeq === c.callSeq ? run.inflight : c)) : run.inflight ? [run.inflight] : [];
   const uncertain = inflight.map((c) => ({ callSeq: c.callSeq, tool: c.name, reason: c.uncertain ? "uncertain_effect" : "in flight when cancelled" }));
+  const kept = all.filter((e) => e.state === "kept").sort((a, b) => b.callSeq - a.callSeq);
+  const keptFor = kept.length ? await keptForks(ctx, runId) : new Map<number, string[]>();
   const report: CancelReport = {
     compensated: all.filter((e) => e.state === "compensated").sort((a, b) => b.callSeq - a.callSeq).map((e) => ({ callSeq: e.callSeq, tool: e.tool })),
     failed: all.filter((e) => e.state === "failed").map((e) => ({ callSeq: e.callSeq, tool: e.tool, error: e.error ?? "" })),
     uncertain,
     released: resources.released,
     releaseFailed: resources.failed,
+    ...(kept.length ? { kept: kept.map((e) => ({ callSeq: e.callSeq, tool: e.tool, forks: keptFor.get(e.callSeq) ?? [] })) } : {}),
   };
   await host.write({
     expect: { status: ["cancelling"] },
@@ -116,6 +133,7 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
         compensated: report.compensated.length,
         failed: report.failed.length,
         uncertain: report.uncertain.length,
+        ...(kept.length ? { kept: kept.length } : {}),
       }),
     ],
     appliedCommands: await host.pendingCommands({ cancel: "applied", pause: "superseded: cancel" }),

@@ -22,6 +22,13 @@ export interface ControlHost {
   claims(): boolean;
   /** Claims in the background: if the claim fails the run stays claimable, and a worker's next poll takes it. */
   claimSoon(run: RunRecord): void;
+  /**
+   * The lease this process can take in a control command's own write (a resume), when it can
+   * execute the run at once; the run is then claimed without a second write.
+   */
+  claimInline(run: RunRecord, now: number): { workerId: string; until: number } | undefined;
+  /** Executes a run whose lease this process took in a control command's write (`claimInline`). */
+  executeClaimed(run: RunRecord): void;
   /** Resolves with the run once `predicate` holds (`Runtime.waitFor`). */
   waitFor(runId: string, predicate: (run: RunRecord) => boolean, options: { timeoutMs?: number }): Promise<RunRecord>;
 }

@@ -21,6 +21,7 @@ export const errorCodes = [
   "no_pending_approval",
   "approval_pending",
   "version_mismatch",
+  "fork_inherits_effects",
   "lease_lost",
   "unauthorized",
   "forbidden",
@@ -266,5 +267,29 @@ export class VersionMismatchError extends TetherError {
       { runId, agent, runVersion, currentVersion },
     );
     this.name = "VersionMismatchError";
+  }
+}
+
+/** What a live fork relies on: the fork, the step of the cancelled run it came from, and the effects of that run it inherited. */
+export interface InheritingForkDetail {
+  runId: string;
+  status: string;
+  fromStep: number;
+  effects: number[];
+}
+
+/** A cancel that would undo effects a live fork inherited, without saying whether to: compensate them anyway, or keep them. */
+export class ForkInheritsEffectsError extends TetherError {
+  declare readonly details: { runId: string; forks: InheritingForkDetail[]; effects: { callSeq: number; tool: string; forks: string[] }[] };
+
+  constructor(runId: string, forks: InheritingForkDetail[], effects: { callSeq: number; tool: string; forks: string[] }[]) {
+    const forkList = forks.map((f) => `${f.runId} (${f.status}, from step ${f.fromStep})`).join(", ");
+    const effectList = effects.map((e) => `${e.tool} (call ${e.callSeq})`).join(", ");
+    super(
+      "fork_inherits_effects",
+      `cannot cancel run ${runId} without a choice: ${forks.length === 1 ? "its live fork" : "its live forks"} ${forkList} inherited ${effectList}, which a cancel would undo; cancel with inherited: "compensate" to undo ${effects.length === 1 ? "it" : "them"} anyway, or inherited: "keep" to leave ${effects.length === 1 ? "it" : "them"} for the forks (\`tether cancel ${runId} --inherited compensate|keep\`)`,
+      { runId, forks, effects },
+    );
+    this.name = "ForkInheritsEffectsError";
   }
 }

@@ -71,6 +71,13 @@ export interface StepOptions<T> {
   abortable?: boolean;
   /** What the step depends on; compared with the journal on replay. Default: the name alone. */
   input?: Json;
+  /**
+   * Whether the step's journaled result still holds in the world (the draft it created still
+   * exists, the lock is still held), asked when a resumed run replays the step: `true` goes on,
+   * a string says what drifted, and the run pauses with `stale_snapshot: …` before any later call
+   * is made. A resume with `force` goes on without asking. Not asked on a cancel.
+   */
+  revalidate?(result: T): Promise<true | string> | true | string;
 }
 
 export interface ModelCallOptions {

@@ -46,6 +46,8 @@ interface GateCall {
   idempotent: boolean;
   check?: (key: string) => Promise<CheckResult<Json>> | CheckResult<Json>;
   compensate?: Compensator;
+  /** Whether a journaled result still holds (`StepOptions.revalidate`), asked when it is replayed. */
+  revalidate?(value: Json): Promise<true | string> | true | string;
   /** An effect worth undoing: what compensation receives as the input. */
   effectInput: Json;
   tool?: AnyTool;
@@ -105,6 +107,8 @@ export class FunctionExecutor extends RunSession {
   /** `now`/`random` values taken since the last write; they ride with the next one. */
   private pendingRecords: GateRecord[] = [];
   private resourcesReady = false;
+  /** Replayed steps already asked whether their result still holds (once per resume). */
+  private readonly revalidated = new Set<number>();
 
   constructor(ctx: EngineContext, agent: FunctionAgentDefinition, claimed: RunRecord, resources?: ResourceHolder) {
     super(ctx, agent, claimed, resources);
@@ -374,8 +378,8 @@ export class FunctionExecutor extends RunSession {
    * Replay's fast path: the next gate's journaled result, when it has one and nothing stops the
    * run, without building the call (what most gates of a long resume are).
    */
-  private replayedStep(name: string, input: Json | undefined, hasCompensate: boolean): GateRecord | undefined {
-    if (this.stopReason !== null || this.collecting || hasCompensate) return undefined;
+  private replayedStep(name: string, input: Json | undefined, needsCall: boolean): GateRecord | undefined {
+    if (this.stopReason !== null || this.collecting || needsCall) return undefined;
     const recorded = this.log.get(this.position + 1);
     if (!recorded || recorded.error || recorded.kind !== "step" || recorded.name !== name || recorded.hash !== inputHash(input)) return undefined;
     this.position++;
@@ -383,7 +387,7 @@ export class FunctionExecutor extends RunSession {
   }
 
   private stepGate<T extends Json | void>(name: string, fn: (ctx: StepContext) => Promise<T> | T, options: StepOptions<T> = {}): Promise<T> {
-    const replayed = this.replayedStep(name, options.input, options.compensate !== undefined);
+    const replayed = this.replayedStep(name, options.input, options.compensate !== undefined || options.revalidate !== undefined);
     if (replayed) return Promise.resolve(replayed.value as T);
     const compensate = options.compensate;
     const check = options.check;
@@ -396,6 +400,7 @@ export class FunctionExecutor extends RunSession {
       idempotent: options.idempotent === true,
       check: check ? async (key) => (await check(key)) as CheckResult<Json> : undefined,
       compensate: compensate ? (_input, result, ctx) => compensate(result as T, ctx) : undefined,
+      revalidate: options.revalidate ? (value) => options.revalidate!(value as T) : undefined,
       effectInput: options.input ?? null,
       live: async ({ signal, key }) => {
         const ctx: StepContext = { runId: this.run.id, idempotencyKey: key, signal, fencingToken: this.run.epoch, resource: <R>(n: string) => this.resources.get(n) as R };
@@ -462,6 +467,23 @@ export class FunctionExecutor extends RunSession {
     return abortable ? promise : this.untilStopped(promise);
   }
 
+  /** Asks a replayed step whether its result still holds; one that drifted pauses the run as stale (a PauseSignal). */
+  private async revalidate(call: GateCall, seq: number, value: Json): Promise<void> {
+    this.revalidated.add(seq);
+    let verdict: true | string;
+    try {
+      verdict = await call.revalidate!(value);
+    } catch (error) {
+      verdict = `its revalidate threw: ${errorMessage(error)}`;
+    }
+    if (verdict === true) return;
+    if (this.stopReason !== null) throw this.refusal();
+    const reason = this.ctx.redact(`stale_snapshot: step ${call.name} (gate ${seq}) drifted: ${verdict}`);
+    this.stopWith("stale_snapshot");
+    void this.serial(() => this.requestPause(reason)).catch(() => undefined);
+    throw new PauseSignal("stale_snapshot");
+  }
+
   private diverge(seq: number, journaled: GateRecord, now: { kind: GateKind; name: string; hash: string }): PauseSignal {
     const reason = divergence(seq, journaled, now);
     this.stopWith("nondeterministic_replay");
@@ -498,6 +520,7 @@ export class FunctionExecutor extends RunSession {
       if (recorded.kind !== call.kind || recorded.name !== call.name || recorded.hash !== hash) throw this.diverge(seq, recorded, { kind: call.kind, name: call.name, hash });
       if (call.compensate && !recorded.error) this.compensators.set(seq, call.compensate);
       if (recorded.error) throw new GateFailedError(call.name, recorded.error.code, recorded.error.message);
+      if (call.revalidate && !this.collecting && !this.run.forcedResume && !this.revalidated.has(seq)) await this.revalidate(call, seq, recorded.value ?? null);
       return recorded.value as T;
     }
     if (this.collecting) throw new PauseSignal("cancel");

@@ -50,7 +50,10 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
   if (options.resolve?.action === "done" && options.resolve.result === undefined && !options.resolve.noResult) {
     throw new InvalidInputError(`resolving call as done needs the result the effect had (result), or an explicit noResult: true; the agent continues with it as the call's result`);
   }
+  // Whether the write that was applied also claimed the run for this process.
+  let claimedInline = false;
   const run = await applyControl(host, runId, command, async (current, now) => {
+    claimedInline = false;
     const decided = current.inflight?.resolution;
     if (options.resolve && decided && current.inflight) return { refuse: new AlreadyDecidedError(runId, current.inflight.callSeq, decided.action, decided.actor) };
     if (options.resolve && !current.inflight?.uncertain) {
@@ -103,8 +106,12 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
       if (still) return { refuse: new BudgetExceededError(runId, still) };
     }
     const changed = journal.length > 0;
+    // A worker here that can execute the run at once claims it in this same write (one write, not two).
+    const claim = host.claims() && agent ? host.claimInline(current, now) : undefined;
+    claimedInline = claim !== undefined;
     return {
       update: {
+        ...(claim ? { claim } : {}),
         set: {
           status: "running",
           statusReason: null,
@@ -112,6 +119,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           runningSince: now,
           // Without the agent's code here the stale check (and version check) cannot run: the worker that claims the run runs them first.
           uncheckedResume: !agent && !options.force ? { actor: command.actor, at: now } : null,
+          forcedResume: options.force ? { actor: command.actor, at: now } : null,
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
@@ -123,7 +131,8 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
       applied: true,
     };
   });
-  if (run.status === "running" && host.claims()) host.claimSoon(run);
+  if (run.status === "running" && claimedInline) host.executeClaimed(run);
+  else if (run.status === "running" && host.claims()) host.claimSoon(run);
   return run;
 }
 

@@ -5,7 +5,7 @@ import type { ApprovalDecisionInput } from "./approval.js";
 import { approveCall, expireAllApprovals, expireRunApprovals, rejectCall } from "./approval-commands.js";
 import { ApprovalDeadlines, type ApprovalDeadlineOptions } from "./approval-deadlines.js";
 import { defaultBudgets, type Budgets } from "./budgets.js";
-import { cancelRun, previewCancel, type CancelPreview } from "./cancel-command.js";
+import { cancelRun, previewCancel, type CancelOptions, type CancelPreview } from "./cancel-command.js";
 import { RunClaims } from "./claiming.js";
 import { systemClock, type Clock } from "./clock.js";
 import { getRun, hasLiveLease, type ControlHost, type ControlOptions } from "./control-command.js";
@@ -29,7 +29,7 @@ import type { AgentState } from "./state.js";
 import { versionCompatible } from "./version-pin.js";
 import { SnapshotHandoff } from "./snapshot-handoff.js";
 
-export type { CancelPreview } from "./cancel-command.js";
+export type { CancelOptions, CancelPreview } from "./cancel-command.js";
 export type { ControlOptions } from "./control-command.js";
 export type { PauseOptions } from "./pause-command.js";
 export type { ResumeOptions } from "./resume-command.js";
@@ -166,6 +166,8 @@ export class Runtime {
       isHeld: (run, now) => hasLiveLease(run, now) || this.claims.executors.has(run.id),
       claims: () => this.isWorker && !this.closed,
       claimSoon: (run) => this.claims.claimSoon(run),
+      claimInline: (run, now) => (this.isWorker && !this.closed ? this.claims.inlineClaim(run, now) : undefined),
+      executeClaimed: (run) => this.claims.executeClaimed(run),
       waitFor: (runId, predicate, waitOptions) => this.waitFor(runId, predicate, waitOptions),
     };
     this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => expireRunApprovals(this.host, runId), options.approvalDeadlines);
@@ -434,7 +436,11 @@ export class Runtime {
     return editPausedRun(this.host, runId, edits);
   }
 
-  async cancel(runId: string, options: ControlOptions = {}): Promise<RunRecord> {
+  /**
+   * Cancels the run: it stops, then its effects are compensated newest first. When a live fork
+   * inherited some of them, say `inherited: "compensate"` or `"keep"` (otherwise `fork_inherits_effects`).
+   */
+  async cancel(runId: string, options: CancelOptions = {}): Promise<RunRecord> {
     return cancelRun(this.host, runId, options);
   }
 

@@ -43,6 +43,8 @@ export interface CancelReport {
   uncertain: { callSeq: number; tool: string; reason: string }[];
   released: string[];
   releaseFailed: { name: string; error: string }[];
+  /** Effects not undone because a live fork inherited them and the cancel chose `keep` (absent in reports written before). */
+  kept?: { callSeq: number; tool: string; forks: string[] }[];
 }
 
 export interface Lease {
@@ -112,6 +114,12 @@ export interface RunRecord {
    * before the first call. Absent or null otherwise.
    */
   uncheckedResume?: { actor: string; at: number } | null;
+  /**
+   * Set by a resume with `force` (who, when): the checks of a snapshot's freshness are skipped,
+   * also those made while the run replays (an async-function agent's step `revalidate`). Null
+   * after a resume without it.
+   */
+  forcedResume?: { actor: string; at: number } | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -146,6 +154,7 @@ export type RunPatch = Partial<
     | "steering"
     | "approvals"
     | "uncheckedResume"
+    | "forcedResume"
   >
 >;
 
@@ -256,12 +265,23 @@ export interface SnapshotHead {
   schemaVersion: number;
   at: number;
   varsSeq: number;
+  /**
+   * The journal entry that carries the snapshot (the last of its transaction): every entry up to
+   * it is in this state. Optional: a store that does not say makes a fork's inheritance unknown,
+   * and a cancel then treats every effect as inherited.
+   */
+  entrySeq?: number;
 }
 
 export interface StoredState {
   head: SnapshotHead;
   varsJson: string;
   messages: string[];
+  /**
+   * Set by a store that checked, as it read them, that `messages` give `head.chain` (the chain
+   * is a checksum over every message body in order); the engine then does not compute it again.
+   */
+  verifiedChain?: string;
 }
 
 export interface CommandRecord {
@@ -276,7 +296,8 @@ export interface CommandRecord {
   outcome: string | null;
 }
 
-export type EffectState = "done" | "compensating" | "compensated" | "failed";
+/** `kept`: left in place by a cancel because a live fork inherited it (`inherited: "keep"`). */
+export type EffectState = "done" | "compensating" | "compensated" | "failed" | "kept";
 
 export interface EffectRecord {
   runId: string;

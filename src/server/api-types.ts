@@ -116,6 +116,8 @@ export interface DecisionResponse {
 
 export interface CancelBody {
   reason?: string;
+  /** What to do with effects a live fork inherited: `compensate` them anyway, or `keep` them for the forks (otherwise `fork_inherits_effects`). */
+  inherited?: "compensate" | "keep";
 }
 
 export interface EditStateBody {

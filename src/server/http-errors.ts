@@ -27,6 +27,7 @@ const statusByCode: Partial<Record<ErrorCode, ContentfulStatusCode>> = {
   no_pending_approval: 409,
   approval_pending: 409,
   version_mismatch: 409,
+  fork_inherits_effects: 409,
   lease_lost: 409,
   payload_too_large: 413,
   store_error: 503,

@@ -66,7 +66,7 @@ export const routeDocs: RouteDoc[] = [
     errors: ["run_not_found"],
   },
   { method: "get", path: "/runs/{id}/state", summary: "The run's state at its latest snapshot", role: "viewer", success: { status: 200, description: "{ state, snapshotAt, step }" }, errors: ["run_not_found", "snapshot_corrupt"] },
-  { method: "get", path: "/runs/{id}/cancel-preview", summary: "What a cancel would compensate and release", role: "viewer", success: { status: 200, description: "{ compensations, resources }" }, errors: ["run_not_found"] },
+  { method: "get", path: "/runs/{id}/cancel-preview", summary: "What a cancel would compensate and release, and the live forks that inherited effects it would undo", role: "viewer", success: { status: 200, description: "{ compensations, resources, uncertain, forks, inherited }" }, errors: ["run_not_found"] },
   { method: "post", path: "/runs/{id}/pause", summary: "Pause a running run", role: "operator", body: pauseBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "halted"] },
   {
     method: "post",
@@ -77,7 +77,7 @@ export const routeDocs: RouteDoc[] = [
     success: { status: 200, description: "{ run: RunView }" },
     errors: ["run_not_found", "illegal_transition", "stale_snapshot", "snapshot_corrupt", "uncertain_effect", "invalid_state_patch", "halted", "approval_pending", "version_mismatch"],
   },
-  { method: "post", path: "/runs/{id}/cancel", summary: "Cancel a run; its effects are compensated", role: "operator", body: cancelBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition"] },
+  { method: "post", path: "/runs/{id}/cancel", summary: "Cancel a run; its effects are compensated (inherited: compensate|keep when a live fork inherited some)", role: "operator", body: cancelBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "fork_inherits_effects"] },
   { method: "post", path: "/runs/{id}/state", summary: "Edit a paused run's state: add a message, patch its vars", role: "operator", body: editStateBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "invalid_state_patch"] },
   {
     method: "post",

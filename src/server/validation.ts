@@ -97,7 +97,11 @@ export const resumeBodySchema = z.strictObject({
   budgets: budgetsSchema.optional(),
 });
 
-export const cancelBodySchema = z.strictObject({ reason });
+export const cancelBodySchema = z.strictObject({
+  reason,
+  /** What to do with effects a live fork inherited: undo them anyway, or keep them for the forks. */
+  inherited: z.enum(["compensate", "keep"]).optional(),
+});
 
 export const editStateBodySchema = z
   .strictObject({

@@ -673,6 +673,7 @@ export class PostgresStore implements Store {
         schemaVersion: row.schema_version,
         at: row.snap_at ?? row.at,
         varsSeq: vars.snap_seq,
+        entrySeq: row.seq,
       },
       varsJson: vars.vars,
       messages: messages.rows.map((m) => m.body),

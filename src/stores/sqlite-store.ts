@@ -2,6 +2,7 @@ import Database from "better-sqlite3";
 import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
+import { emptyChain, extendChain } from "../engine/snapshot.js";
 import type {
   ApiTokenRecord,
   CommandRecord,
@@ -16,6 +17,7 @@ import type {
   RunStorage,
   RunRecord,
   RunUpdate,
+  SnapshotHead,
   SnapshotWrite,
   Store,
   StoredState,
@@ -59,6 +61,7 @@ const statementSql = {
   readJournal: `SELECT ${checksummedColumns} FROM journal WHERE k > ? AND k < ? AND type > 0 ORDER BY k LIMIT ?`,
   insertMessages: "INSERT INTO journal (k, type, at, data, crc) VALUES (?, ?, ?, ?, ?)",
   readMessages: "SELECT k, type, at, call_seq, data, crc FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k",
+  readMessageData: "SELECT data FROM journal WHERE k > ? AND k < ? AND type <= 0 ORDER BY k",
   messagesRow: "SELECT k, type, at, call_seq, data, crc FROM journal WHERE k = ? AND type <= 0",
   messageCountAt: "SELECT k, msg_count FROM journal WHERE k > ? AND k <= ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1",
   latestSnapshot: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1`,
@@ -473,29 +476,43 @@ export class SqliteStore implements Store {
     if (!rowIntact(row)) throw new SnapshotCorruptError(runId, `journal entry ${(row.k - from) / 2}, which carries snapshot ${row.snap_seq}, fails its checksum`);
     const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    let messages: string[];
+    const head: SnapshotHead = {
+      seq: row.snap_seq,
+      step: row.snap_step,
+      messageCount: row.msg_count,
+      chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
+      checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
+      schemaVersion: row.schema_version,
+      at: row.snap_at ?? row.at,
+      varsSeq: varsRow.snap_seq,
+      entrySeq: (row.k - from) / 2,
+    };
+    // The snapshot's chain is a checksum over every message body in order: when the bodies read
+    // give the chain the head names, they are intact, and the rows' own checksums are only read
+    // to say which row is damaged when they do not.
+    const messages = this.intactMessages(from, row.k, head);
+    if (messages) return { head, varsJson: varsRow.vars, messages, verifiedChain: head.chain };
+    let bodies: string[];
     try {
       const rows = this.statements.readMessages.all(from, row.k) as StoredRow[];
       const damaged = rows.find((r) => !rowIntact(r));
       if (damaged) throw new Error(`the messages stored with journal entry ${(damaged.k + 1 - from) / 2} fail their checksum`);
-      messages = messagesInRows(rows.map((r) => r.data));
+      bodies = messagesInRows(rows.map((r) => r.data));
     } catch (error) {
       throw new SnapshotCorruptError(runId, `unreadable messages before snapshot ${row.snap_seq}: ${(error as Error).message}`);
     }
-    return {
-      head: {
-        seq: row.snap_seq,
-        step: row.snap_step,
-        messageCount: row.msg_count,
-        chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
-        checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
-        schemaVersion: row.schema_version,
-        at: row.snap_at ?? row.at,
-        varsSeq: varsRow.snap_seq,
-      },
-      varsJson: varsRow.vars,
-      messages,
-    };
+    // Every row intact and still not the head's chain: the engine's check says how they differ.
+    return { head, varsJson: varsRow.vars, messages: bodies };
+  }
+
+  /** The message bodies before journal row `end`, if they are exactly what `head` names (count and chain). */
+  private intactMessages(from: number, end: number, head: SnapshotHead): string[] | undefined {
+    try {
+      const bodies = messagesInRows(this.statements.readMessageData.pluck().all(from, end) as string[]);
+      return bodies.length === head.messageCount && extendChain(emptyChain, bodies) === head.chain ? bodies : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   async readMessages(runId: string, indexes: readonly number[]): Promise<Map<number, string>> {

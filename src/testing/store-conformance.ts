@@ -350,6 +350,16 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect((await store.loadState(run.id, { atStep: 99 })).head.step).toBe(4);
       });
 
+      it("says which journal entry carries a snapshot (entrySeq): the last of its transaction", async () => {
+        const { run, writer } = await create({}, state(1, { n: 0 }));
+        expect((await store.loadState(run.id)).head.entrySeq).toBe(1);
+        await store.update({ runId: run.id, set: { step: 1 }, journal: [stepEntry(1, baseTime + 1), entry("call.progress", baseTime + 1, {})], snapshot: writer.prepare(state(2, { n: 1 }), 1, baseTime + 1) });
+        writer.commit();
+        await store.update({ runId: run.id, journal: [entry("call.progress", baseTime + 2, {})] });
+        expect((await store.loadState(run.id, { atStep: 0 })).head.entrySeq).toBe(1);
+        expect((await store.loadState(run.id)).head.entrySeq).toBe(3);
+      });
+
       it("keeps a fork's first snapshot at the step it was taken from", async () => {
         const { run } = await create({ step: 7, forkedFrom: { runId: "run_source", step: 7 } }, state(2, { n: 7 }));
         expect(run.step).toBe(7);

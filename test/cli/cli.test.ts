@@ -299,8 +299,9 @@ describe("tether CLI against a real `tether serve`", () => {
     const lifted = await cli(["unhalt", "--agent", "writer"]);
     expect(lifted.code).toBe(0);
     expect((await client.get(id)).status).toBe("paused");
-    await client.cancel(id);
+    // The fork first: it inherited the run's effects, and a cancel of the run would otherwise ask what to do with them.
     await client.cancel(forkId).catch(() => undefined);
+    await client.cancel(id);
   }, 40_000);
 
   it("worker executes runs started with --db; logs -f --db follows them to the end", async () => {

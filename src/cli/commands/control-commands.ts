@@ -78,18 +78,23 @@ export function controlCommands(program: Command, io: CliIo): void {
     .command("cancel <run>")
     .description("cancel a run: stop its calls, then undo its effects newest first (shows what will be undone first)")
     .option("--reason <text>", "why (journaled with your name)")
+    .option("--inherited <choice>", "when live forks inherited effects a cancel would undo: compensate (undo them anyway) or keep (leave them for the forks)")
     .option("-y, --yes", "do not ask for confirmation (needed when stdin is not a terminal)")
     .option("--no-wait", "return once the command is recorded")
     .option("--json", "print the run as JSON")
-    .action(async function cancel(this: Command, runId: string, flags: { reason?: string; yes?: boolean; wait: boolean }) {
+    .action(async function cancel(this: Command, runId: string, flags: { reason?: string; inherited?: string; yes?: boolean; wait: boolean }) {
+      const inherited = flags.inherited;
+      if (inherited !== undefined && inherited !== "compensate" && inherited !== "keep") throw new UsageError(`--inherited takes compensate or keep, not ${inherited}`);
       await withConnection(this, {}, async ({ client }, globals) => {
         const preview = await client.cancelPreview(runId);
-        // An ended run: say so before offering anything, and let the server give its refusal.
-        if (preview.cancellable === false) {
+        // An ended run, or live forks that inherited effects and no choice: let the server give
+        // (and journal) its refusal before anything is offered.
+        if (preview.cancellable === false || (preview.inherited.length > 0 && inherited === undefined)) {
+          if (!globals.json && preview.cancellable) info(io, previewLines(runId, preview).join("\n"));
           await client.cancel(runId, { reason: flags.reason });
           return;
         }
-        if (!globals.json) info(io, previewLines(runId, preview).join("\n"));
+        if (!globals.json) info(io, previewLines(runId, preview, inherited).join("\n"));
         if (!flags.yes) {
           if (!io.stdin.isTTY) throw new UsageError("refusing to cancel without confirmation: stdin is not a terminal; pass --yes");
           if (!(await confirm(`Cancel ${runId}?`))) {
@@ -97,7 +102,7 @@ export function controlCommands(program: Command, io: CliIo): void {
             return;
           }
         }
-        let run = await client.cancel(runId, { reason: flags.reason });
+        let run = await client.cancel(runId, { reason: flags.reason, ...(inherited ? { inherited } : {}) });
         if (flags.wait) {
           run = await waitForStatus(client, run, ["cancelled"], {
             timeoutMs: waitTimeoutMs,
@@ -110,7 +115,8 @@ export function controlCommands(program: Command, io: CliIo): void {
         out(io, summary(run));
         const report = run.report;
         if (report) {
-          out(io, `report: ${report.compensated.length} compensated, ${report.failed.length} failed, ${report.uncertain.length} uncertain, ${report.released.length} released`);
+          out(io, `report: ${report.compensated.length} compensated, ${report.failed.length} failed, ${report.uncertain.length} uncertain, ${report.released.length} released${report.kept?.length ? `, ${report.kept.length} kept for forks` : ""}`);
+          for (const k of report.kept ?? []) out(io, `  kept (not undone): ${k.tool} (call ${k.callSeq}), inherited by ${k.forks.join(", ")}`);
           for (const f of report.failed) out(io, `  NEEDS A PERSON: compensation of ${f.tool} (call ${f.callSeq}) failed: ${f.error}`);
           for (const u of report.uncertain) out(io, `  NEEDS A PERSON: ${u.tool} (call ${u.callSeq}) is uncertain: ${u.reason}`);
         }

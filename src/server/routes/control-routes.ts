@@ -29,7 +29,7 @@ export function controlRoutes(api: Api, ctx: ServerContext): void {
 
   api.post("/runs/:id/cancel", ctx.guard("operator"), async function cancelRun(c) {
     const body = await readBody(c, cancelBodySchema);
-    const run = await runtime.cancel(c.req.param("id"), { actor: c.var.identity.actor, reason: body.reason });
+    const run = await runtime.cancel(c.req.param("id"), { actor: c.var.identity.actor, reason: body.reason, inherited: body.inherited });
     return c.json({ run: await runView(runtime, run) });
   });
 

@@ -1,0 +1,198 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { effectTool, harness, Ledger, sequenceAgent, type Harness } from "../testing/index.js";
+import { ForkInheritsEffectsError } from "./errors.js";
+import type { JournalEntry } from "./store.js";
+import { tool } from "./tool.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+/**
+ * Three compensable `work` effects (calls 1, 2, 3 at steps 1, 2, 3), then a `publish` that waits
+ * for approval: the source and every fork of it end up paused, live, with their effects done.
+ */
+function writer(ledger: Ledger) {
+  const publish = tool({ name: "publish", description: "Publish", input: z.object({ id: z.string() }), needsApproval: true, execute: ({ id }) => ({ published: id }) });
+  const steps = [
+    { tool: "work", input: { id: "a" } },
+    { tool: "work", input: { id: "b" } },
+    { tool: "work", input: { id: "c" } },
+    { tool: "publish", input: { id: "d" } },
+  ];
+  return sequenceAgent({ name: "writer", tools: [effectTool({ name: "work", ledger, compensable: true }), publish], steps });
+}
+
+async function pausedSourceAndFork(ledger: Ledger, fromStep = 2) {
+  h = harness([writer(ledger)]);
+  const rt = h.runtime;
+  const source = await rt.start("writer", null);
+  await rt.waitFor(source.id, ["paused"]);
+  const fork = await rt.fork(source.id, { fromStep, actor: "ana" });
+  await rt.waitFor(fork.id, ["paused"]);
+  return { rt, source, fork };
+}
+
+function lastControl(journal: JournalEntry[]): JournalEntry | undefined {
+  return journal.filter((e) => e.type === "control" && e.data.command === "cancel").at(-1);
+}
+
+describe("cancelling a run that a live fork inherited effects from", () => {
+  it("is refused with fork_inherits_effects naming the forks and the effects, and the refusal is journaled; nothing is undone", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger);
+
+    const refusal = await rt.cancel(source.id, { actor: "bo" }).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ForkInheritsEffectsError);
+    const error = refusal as ForkInheritsEffectsError;
+    expect(error.code).toBe("fork_inherits_effects");
+    expect(error.details).toEqual({
+      runId: source.id,
+      forks: [{ runId: fork.id, status: "paused", fromStep: 2, effects: [2, 1] }],
+      effects: [
+        { callSeq: 2, tool: "work", forks: [fork.id] },
+        { callSeq: 1, tool: "work", forks: [fork.id] },
+      ],
+    });
+    expect(error.message).toContain(`${fork.id} (paused, from step 2)`);
+    expect(error.message).toContain("work (call 2), work (call 1)");
+    expect(error.message).toContain(`tether cancel ${source.id} --inherited compensate|keep`);
+
+    expect((await rt.get(source.id)).status).toBe("paused");
+    expect(ledger.compensations).toEqual([]);
+    expect(lastControl(await rt.journal(source.id))?.data).toMatchObject({
+      actor: "bo",
+      outcome: "refused: fork_inherits_effects",
+      forks: [{ runId: fork.id, fromStep: 2, effects: [2, 1] }],
+      inheritedEffects: [
+        { callSeq: 2, tool: "work", forks: [fork.id] },
+        { callSeq: 1, tool: "work", forks: [fork.id] },
+      ],
+    });
+  });
+
+  it("the cancel preview lists the forks and the effects they inherited", async () => {
+    const { rt, source, fork } = await pausedSourceAndFork(new Ledger());
+    const preview = await rt.cancelPreview(source.id);
+    expect(preview.compensations.map((c) => c.callSeq)).toEqual([3, 2, 1]);
+    expect(preview.forks).toEqual([{ runId: fork.id, status: "paused", fromStep: 2, effects: [2, 1] }]);
+    expect(preview.inherited).toEqual([
+      { callSeq: 2, tool: "work", forks: [fork.id] },
+      { callSeq: 1, tool: "work", forks: [fork.id] },
+    ]);
+  });
+
+  it("keep: only the effects no live fork inherited are compensated; the kept ones are in the report and the choice in the journal", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger);
+    const forkEffectsBefore = await rt.effects(fork.id);
+
+    await rt.cancel(source.id, { actor: "bo", reason: "wrong topic", inherited: "keep" });
+    const cancelled = await rt.waitFor(source.id, ["cancelled"]);
+
+    // The compensating tool saw only c (call 3): a and b stay for the fork.
+    expect(ledger.compensations.map((c) => ({ id: c.input.id, key: c.key }))).toEqual([{ id: "c", key: `${source.id}:3:compensate` }]);
+    expect(cancelled.report).toMatchObject({
+      compensated: [{ callSeq: 3, tool: "work" }],
+      failed: [],
+      kept: [
+        { callSeq: 2, tool: "work", forks: [fork.id] },
+        { callSeq: 1, tool: "work", forks: [fork.id] },
+      ],
+    });
+    expect((await rt.effects(source.id)).map((e) => [e.callSeq, e.state])).toEqual([
+      [1, "kept"],
+      [2, "kept"],
+      [3, "compensated"],
+    ]);
+    const journal = await rt.journal(source.id);
+    expect(lastControl(journal)?.data).toMatchObject({
+      actor: "bo",
+      reason: "wrong topic",
+      inherited: "keep",
+      forks: [{ runId: fork.id, status: "paused", fromStep: 2, effects: [2, 1] }],
+      inheritedEffects: [
+        { callSeq: 2, tool: "work", forks: [fork.id] },
+        { callSeq: 1, tool: "work", forks: [fork.id] },
+      ],
+    });
+    expect(journal.filter((e) => e.type === "compensation.started").map((e) => e.callSeq)).toEqual([3]);
+    expect(journal.find((e) => e.type === "status" && e.data.to === "cancelled")?.data).toMatchObject({ compensated: 1, kept: 2 });
+    expect((await rt.commands(source.id)).find((c) => c.type === "cancel" && c.outcome === "applied")?.payload).toMatchObject({ inherited: "keep" });
+
+    // The fork is untouched and still relies on a and b.
+    expect(await rt.get(fork.id)).toMatchObject({ status: "paused" });
+    expect(await rt.effects(fork.id)).toEqual(forkEffectsBefore);
+  });
+
+  it("compensate: every effect is compensated as before, and the choice is journaled", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger);
+
+    await rt.cancel(source.id, { actor: "bo", inherited: "compensate" });
+    const cancelled = await rt.waitFor(source.id, ["cancelled"]);
+
+    expect(ledger.compensations.map((c) => c.key)).toEqual([`${source.id}:3:compensate`, `${source.id}:2:compensate`, `${source.id}:1:compensate`]);
+    expect(cancelled.report?.compensated.map((c) => c.callSeq)).toEqual([3, 2, 1]);
+    expect(cancelled.report?.kept).toBeUndefined();
+    expect(lastControl(await rt.journal(source.id))?.data).toMatchObject({
+      actor: "bo",
+      inherited: "compensate",
+      forks: [{ runId: fork.id, fromStep: 2 }],
+      inheritedEffects: [{ callSeq: 2 }, { callSeq: 1 }],
+    });
+  });
+
+  it("a fork that inherited no effect (from step 0), or one that has ended, asks for nothing: the cancel compensates everything as before", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger, 0);
+    const preview = await rt.cancelPreview(source.id);
+    expect(preview.forks).toEqual([]);
+    expect(preview.inherited).toEqual([]);
+
+    // A second fork that inherited a and b, cancelled first (its own effect compensated): no longer live.
+    const ended = await rt.fork(source.id, { fromStep: 2 });
+    await rt.waitFor(ended.id, ["paused"]);
+    await rt.cancel(ended.id);
+    await rt.waitFor(ended.id, ["cancelled"]);
+    ledger.compensations.length = 0;
+
+    await rt.cancel(source.id, { actor: "bo" });
+    const cancelled = await rt.waitFor(source.id, ["cancelled"]);
+    expect(ledger.compensations.map((c) => c.input.id)).toEqual(["c", "b", "a"]);
+    expect(cancelled.report?.compensated.map((c) => c.callSeq)).toEqual([3, 2, 1]);
+    const control = lastControl(await rt.journal(source.id))!;
+    expect(control.data).not.toHaveProperty("inherited");
+    expect(control.data).not.toHaveProperty("forks");
+    expect(await rt.get(fork.id)).toMatchObject({ status: "paused" });
+  });
+
+  it("a live fork of a fork counts, even when the fork between them has ended", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger);
+    // fork ran c itself (its call 1, its step 3); a fork of it at step 3 holds a and b of the source, and c of the fork.
+    const grandchild = await rt.fork(fork.id, { fromStep: 3 });
+    await rt.waitFor(grandchild.id, ["paused"]);
+
+    await expect(rt.cancel(fork.id)).rejects.toMatchObject({
+      code: "fork_inherits_effects",
+      details: { forks: [{ runId: grandchild.id, fromStep: 3, effects: [1] }], effects: [{ callSeq: 1, tool: "work", forks: [grandchild.id] }] },
+    });
+    await rt.cancel(fork.id, { inherited: "keep" });
+    await rt.waitFor(fork.id, ["cancelled"]);
+
+    await expect(rt.cancel(source.id)).rejects.toMatchObject({
+      code: "fork_inherits_effects",
+      details: { forks: [{ runId: grandchild.id, status: "paused", fromStep: 2, effects: [2, 1] }] },
+    });
+  });
+
+  it("refuses an unknown choice with invalid_input", async () => {
+    const { rt, source } = await pausedSourceAndFork(new Ledger());
+    await expect(rt.cancel(source.id, { inherited: "maybe" as "keep" })).rejects.toMatchObject({ code: "invalid_input" });
+    expect((await rt.get(source.id)).status).toBe("paused");
+  });
+});
