@@ -138,10 +138,16 @@ export class RunClaims {
    * resumes and claims the run; undefined when this worker cannot execute the run at once (full,
    * its previous executor still winding down, a lease held), and it is claimed after instead.
    */
-  inlineClaim(run: RunRecord, now: number): { workerId: string; until: number } | undefined {
+  inlineClaim(run: RunRecord, now: number): NonNullable<RunUpdate["claim"]> | undefined {
     if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id)) return undefined;
     if (this.size >= this.concurrency || !this.ctx.agents.has(run.agent)) return undefined;
-    return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
+    return this.leaseFor(now);
+  }
+
+  /** This worker's lease from `now`, naming its process when the runtime has a probe. */
+  private leaseFor(now: number): NonNullable<RunUpdate["claim"]> {
+    const holder = this.ctx.processProbe?.self;
+    return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs, ...(holder ? { holder } : {}) };
   }
 
   /** Executes a run whose lease a control write took for this worker (`inlineClaim`); its journal is published by that write. */
@@ -191,10 +197,9 @@ export class RunClaims {
     const since = run.runningSince;
     const stopped = run.lease && (holderGone ? run.lease.until - this.ctx.leaseMs : run.lease.until);
     const orphaned = stopped !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, stopped) - since), runningSince: now } : {};
-    const holder = this.ctx.processProbe?.self;
     return {
       expect: holderGone ? { version: run.version } : { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
-      claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs, ...(holder ? { holder } : {}) },
+      claim: this.leaseFor(now),
       set: { ...(run.status === "queued" || run.status === "running" ? { status: "running", runningSince: since ?? now } : {}), ...orphaned },
       journal,
     };
