@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { checkAgentName, type AgentBase } from "../engine/agent.js";
+import { InvalidInputError } from "../engine/errors.js";
 import type { DurableContext, FunctionAgentDefinition } from "../engine/function-agent.js";
 import type { Json } from "../engine/json.js";
 import type { AgentState } from "../engine/state.js";
@@ -11,7 +12,12 @@ export interface AgentContext extends DurableContext {
   readonly aiSdk: AiSdkGates;
 }
 
-export interface DurableAgentOptions<I extends Json = Json> extends Omit<AgentBase, "init" | "input" | "version"> {
+/**
+ * Not `onStale` or `vars`: an async-function agent's state is the log of its gates' results, not
+ * something to refresh or patch. A stale run is refused (`staleAfterMs`, tools' `revalidate`) or
+ * paused when a replayed step's `revalidate` says it drifted; `resume --force` goes on.
+ */
+export interface DurableAgentOptions<I extends Json = Json> extends Omit<AgentBase, "init" | "input" | "version" | "onStale" | "vars"> {
   /** Default "1". */
   version?: string;
   /** Validates `start`'s input; `run` receives what it parsed. */
@@ -27,6 +33,9 @@ export interface DurableAgentOptions<I extends Json = Json> extends Omit<AgentBa
  */
 export function durableAgent<I extends Json = Json>(options: DurableAgentOptions<I>): FunctionAgentDefinition {
   checkAgentName(options.name);
+  for (const key of ["onStale", "vars"] as const) {
+    if (key in options) throw new InvalidInputError(`agent ${options.name}: durableAgent takes no ${key} (its state is the log of its calls' results); use staleAfterMs, a tool's or step's revalidate, and resume --force`);
+  }
   const { run, input, ...rest } = options;
   return {
     ...rest,

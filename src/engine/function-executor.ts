@@ -416,8 +416,20 @@ export class FunctionExecutor extends RunSession {
     }) as Promise<T>;
   }
 
-  /** The messages people sent since the last delivery: journaled as `message.delivered`, and as a gate result for replay. */
+  /**
+   * The messages people sent since the last delivery: journaled as `message.delivered`, and as a
+   * gate result for replay. With nothing to deliver it writes nothing of its own: its (empty)
+   * result rides with the next write, as `now()`'s does, so reading before every model call is free.
+   */
   private messagesGate(): Promise<{ text: string; author: string }[]> {
+    const seq = this.position + 1;
+    if (!this.collecting && this.stopReason === null && !this.log.get(seq) && undeliveredSteering(this.run).length === 0) {
+      this.position = seq;
+      const record: GateRecord = { seq, kind: "step", name: "messages", hash: "", value: [] };
+      this.log.add(record);
+      this.pendingRecords.push(record);
+      return Promise.resolve([]);
+    }
     return this.gate({
       kind: "step",
       name: "messages",
@@ -637,6 +649,7 @@ export class FunctionExecutor extends RunSession {
       const at = this.now();
       const inflight: InflightCall = { callSeq: seq, kind: call.kind === "model" ? "model" : "tool", name: call.name, action: { type: call.kind, ...(call.kind === "tool" ? { input: call.input ?? null } : {}) } as Json, startedAt: at };
       const inflightCalls = [...(this.run.inflightCalls ?? []).filter((c) => c.callSeq !== seq), inflight];
+      const pending = this.pendingSnapshot();
       const ok = await this.write({
         expect: { status: ["running"] },
         set: {
@@ -646,19 +659,31 @@ export class FunctionExecutor extends RunSession {
           ...(signature ? { guard: { ...this.run.guard, lastToolSignature: signature, repeats } } : {}),
         },
         journal: [...extra, callEntry("call.started", at, seq, { kind: call.kind, name: call.name, key, ...(hash ? { hash } : {}), ...call.startedData })],
-        ...this.pendingSnapshot(),
+        ...(pending ? { snapshot: pending.snapshot } : {}),
+      }).catch((error: unknown) => {
+        if (pending) this.state.messages.length -= pending.count;
+        throw error;
       });
-      if (!ok) throw this.refusal();
+      if (!ok) {
+        if (pending) this.state.messages.length -= pending.count;
+        throw this.refusal();
+      }
+      if (pending) this.writer.commit();
       return inflight;
     });
   }
 
-  /** `now`/`random` values taken since the last write, as a snapshot at the current step. */
-  private pendingSnapshot(): { snapshot?: SnapshotWrite } {
-    if (!this.pendingRecords.length) return {};
+  /**
+   * Values taken since the last write (`now`, `random`, an empty `messages`), as a snapshot at the
+   * current step: `count` messages appended to the state, to take back if the write fails, and
+   * the writer to commit if it succeeds.
+   */
+  private pendingSnapshot(): { snapshot: SnapshotWrite; count: number } | undefined {
+    if (!this.pendingRecords.length) return undefined;
     for (const record of this.pendingRecords) this.state.messages.push(gateMessage(record));
+    const count = this.pendingRecords.length;
     this.pendingRecords = [];
-    return { snapshot: this.writer.prepare(this.state, this.run.step, this.now()) };
+    return { snapshot: this.writer.prepare(this.state, this.run.step, this.now()), count };
   }
 
   private async perform<T>(call: GateCall, seq: number, key: string, inflight: InflightCall, input: Json | undefined): Promise<T> {
@@ -705,15 +730,21 @@ export class FunctionExecutor extends RunSession {
       if (result.type === "aborted" || result.type === "pause") {
         const moving = result.type === "pause" && this.run.status === "running";
         if (result.type === "pause") this.stopWith(result.reason);
-        await this.write({
+        const pending = this.pendingSnapshot();
+        const ok = await this.write({
           set: { ...callsLeft, ...usagePatch, ...(moving ? { status: "pausing", statusReason: result.reason, pauseMode: "immediate" } : {}) },
           journal: [
             ...extra,
             callEntry(result.type === "aborted" ? "call.aborted" : "call.failed", at, seq, { kind: call.kind, name: call.name, ...(result.type === "aborted" ? { reason: result.reason } : {}), ...result.data, durationMs }),
             ...(moving ? [statusEntry(at, "running", "pausing", result.reason)] : []),
           ],
-          ...this.pendingSnapshot(),
+          ...(pending ? { snapshot: pending.snapshot } : {}),
+        }).catch((error: unknown) => {
+          if (pending) this.state.messages.length -= pending.count;
+          throw error;
         });
+        if (pending && ok) this.writer.commit();
+        else if (pending) this.state.messages.length -= pending.count;
         return undefined;
       }
       const record: GateRecord =

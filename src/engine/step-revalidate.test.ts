@@ -98,4 +98,9 @@ describe("a step's revalidate on resume (async-function agents)", () => {
     expect((await h.runtime.waitFor(run.id, ["cancelled", "failed"])).status).toBe("cancelled");
     expect(d.world.asked).toEqual([]);
   });
+
+  it("durableAgent refuses onStale and vars: its state is the log of its calls, so refreshing it is not offered", () => {
+    const options = { name: "refresher", run: async () => null, onStale: (state: unknown) => state } as unknown as Parameters<typeof durableAgent>[0];
+    expect(() => durableAgent(options)).toThrow(expect.objectContaining({ code: "invalid_input", message: expect.stringContaining("durableAgent takes no onStale") }));
+  });
 });

@@ -1,4 +1,11 @@
-import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3GenerateResult, LanguageModelV3Middleware, LanguageModelV3StreamPart } from "@ai-sdk/provider";
+import type {
+  LanguageModelV3,
+  LanguageModelV3CallOptions,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3Message,
+  LanguageModelV3Middleware,
+  LanguageModelV3StreamPart,
+} from "@ai-sdk/provider";
 import type { wrapLanguageModel } from "ai";
 import type { DurableContext } from "../engine/function-agent.js";
 import type { Json } from "../engine/json.js";
@@ -12,7 +19,8 @@ import { toUsage } from "./ai-sdk-v3.js";
  * language model with the SDK's own middleware (`wrapLanguageModel`): every `doStream` and
  * `doGenerate` is a gate (journaled, aborted by a pause, replayed on resume without calling the
  * provider). `tools` wraps AI SDK tools so each `execute` is a gate, with Tether's effect
- * declarations (compensate, idempotent, check, abortable, needsApproval).
+ * declarations (compensate, idempotent, check, abortable, needsApproval). What people say to the
+ * running run (`tether say`) reaches the model as user messages (see `SteeredPrompt`).
  */
 export interface AiSdkGates {
   model<M extends AiSdkLanguageModel>(model: M): M;
@@ -45,9 +53,11 @@ function durableModel<M extends AiSdkLanguageModel>(ctx: DurableContext, languag
   const { wrapLanguageModel } = optionalRequire<{ wrapLanguageModel: Wrap }>("ai", "ctx.aiSdk.model (the AI SDK drop-in)");
   const model = languageModel as unknown as LanguageModelV3;
   const name = `${model.provider.split(".")[0]}:${model.modelId}`;
+  const steered = new SteeredPrompt(ctx);
   const middleware: LanguageModelV3Middleware = {
     specificationVersion: "v3",
-    wrapGenerate: async ({ params, model: inner }) => {
+    wrapGenerate: async ({ params: asked, model: inner }) => {
+      const params = await steered.apply(asked);
       const result = await ctx.modelStep(
         name,
         async ({ signal }) => encode(generated(await inner.doGenerate({ ...params, abortSignal: anySignal(params.abortSignal, signal) }))),
@@ -55,7 +65,8 @@ function durableModel<M extends AiSdkLanguageModel>(ctx: DurableContext, languag
       );
       return decode(result) as LanguageModelV3GenerateResult;
     },
-    wrapStream: async ({ params, model: inner }) => {
+    wrapStream: async ({ params: asked, model: inner }) => {
+      const params = await steered.apply(asked);
       const parts = await ctx.modelStep(
         name,
         async ({ signal }) => {
@@ -68,6 +79,36 @@ function durableModel<M extends AiSdkLanguageModel>(ctx: DurableContext, languag
     },
   };
   return wrapLanguageModel({ model, middleware }) as unknown as M;
+}
+
+/**
+ * Steering for the drop-in: before each model call, the messages people sent since the last one
+ * (`ctx.messages()`, journaled and replayed) go into the prompt as user messages, after what the
+ * SDK sent; later calls of the same conversation carry them at the same place, as the SDK's own
+ * history would. A prompt shorter than the last call's is another conversation, which starts
+ * without them.
+ */
+class SteeredPrompt {
+  /** Messages put in, each at its index in the SDK's own prompt (ascending). */
+  private inserted: { at: number; message: LanguageModelV3Message }[] = [];
+  private lastLength = 0;
+
+  constructor(private readonly ctx: DurableContext) {}
+
+  async apply(params: LanguageModelV3CallOptions): Promise<LanguageModelV3CallOptions> {
+    const prompt = params.prompt;
+    if (prompt.length < this.lastLength) this.inserted = [];
+    this.lastLength = prompt.length;
+    for (const said of await this.ctx.messages()) this.inserted.push({ at: prompt.length, message: { role: "user", content: [{ type: "text", text: said.text }] } });
+    if (!this.inserted.length) return params;
+    const merged: LanguageModelV3Message[] = [];
+    let next = 0;
+    for (let i = 0; i <= prompt.length; i++) {
+      while (next < this.inserted.length && this.inserted[next].at === i) merged.push(this.inserted[next++].message);
+      if (i < prompt.length) merged.push(prompt[i]);
+    }
+    return { ...params, prompt: merged };
+  }
 }
 
 /**

@@ -37,7 +37,7 @@ export interface ScriptedCompletion {
   finishReason?: string;
   /** Milliseconds between chunks; overrides the server's. */
   chunkDelayMs?: number;
-  /** Milliseconds before a non-streaming response is sent (a slow provider); a client that closes meanwhile gets nothing. */
+  /** Milliseconds before the response starts (a slow provider), streaming or not; a client that closes meanwhile gets nothing. */
   responseDelayMs?: number;
   /** Destroy the connection after this many chunks, without an error or `[DONE]`. */
   dropAfterChunks?: number;
@@ -225,11 +225,10 @@ export class OpenAICompatibleServer {
     this.notify();
     const scripted = this.queue.shift() ?? this.responder?.(record) ?? { type: "error", status: 500, message: "OpenAICompatibleServer: no scripted response left", errorType: "server_error" };
     if (scripted.type === "error") return this.sendError(res, record, scripted);
+    if (scripted.responseDelayMs) await sleep(scripted.responseDelayMs);
+    if (res.destroyed) return;
     if (record.body.stream) await this.stream(res, record, scripted);
-    else {
-      if (scripted.responseDelayMs) await sleep(scripted.responseDelayMs);
-      if (!res.destroyed) this.sendJson(res, record, scripted);
-    }
+    else this.sendJson(res, record, scripted);
   }
 
   private sendError(res: ServerResponse, record: RecordedRequest, error: ScriptedError): void {

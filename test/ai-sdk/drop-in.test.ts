@@ -61,11 +61,12 @@ describe("an AI SDK streamText agent made durable with ctx.aiSdk", () => {
     const paused = await a.waitFor(run.id, ["paused"], { timeoutMs: 10_000 });
     expect(paused.status).toBe("paused");
     let journal: JournalEntry[] = await a.journal(run.id, { limit: 10_000 });
+    // Gates 1 and 4 read what people said before each model call (nothing: no call of their own).
     expect(journal.filter((e) => e.type === "call.completed").map((e) => [e.callSeq, e.data.kind, e.data.name])).toEqual([
-      [1, "model", "wire:wire-model"],
-      [2, "tool", "lookup"],
+      [2, "model", "wire:wire-model"],
+      [3, "tool", "lookup"],
     ]);
-    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 3, data: { kind: "model", reason: "pause" } });
+    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 5, data: { kind: "model", reason: "pause" } });
     await a.close();
 
     // Another process resumes it: the first turn and the tool replay from the journal; only the aborted turn is asked again.
@@ -86,9 +87,9 @@ describe("an AI SDK streamText agent made durable with ctx.aiSdk", () => {
     expect(runs.every((r) => r.pid === process.pid)).toBe(true);
     journal = await b.journal(run.id, { limit: 10_000 });
     expect(journal.filter((e) => e.type === "call.completed").map((e) => [e.callSeq, e.data.name])).toEqual([
-      [1, "wire:wire-model"],
-      [2, "lookup"],
-      [3, "wire:wire-model"],
+      [2, "wire:wire-model"],
+      [3, "lookup"],
+      [5, "wire:wire-model"],
     ]);
     expect(done.usage.outputTokens).toBeGreaterThan(0);
   });
@@ -120,10 +121,45 @@ describe("an AI SDK streamText agent made durable with ctx.aiSdk", () => {
     expect(toolRuns(toolLogPath).map((r) => r.query)).toEqual(["tether"]);
     const journal = await rt.journal(run.id, { limit: 10_000 });
     expect(journal.filter((e) => e.type === "call.completed").map((e) => [e.callSeq, e.data.kind, e.data.name])).toEqual([
-      [1, "model", "wire:wire-model"],
-      [2, "tool", "lookup"],
-      [3, "model", "wire:wire-model"],
+      [2, "model", "wire:wire-model"],
+      [3, "tool", "lookup"],
+      [5, "model", "wire:wire-model"],
     ]);
-    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 3, data: { kind: "model" } });
+    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 5, data: { kind: "model" } });
+  });
+
+  it("a message sent to the running run reaches the model's next request as a user message, with no pause", async () => {
+    server = await startOpenAICompatibleServer();
+    dir = mkdtempSync(join(tmpdir(), "tether-aisdk-"));
+    const toolLogPath = join(dir, "tools.jsonl");
+    const store = new SqliteStore({ path: join(dir, "tether.db") });
+    const rt = createTether({ agents: [aiSdkResearcher(server.baseURL, toolLogPath)], store, workerPollMs: 20 });
+    cleanups.push(async () => {
+      await rt.close();
+      await store.close();
+    });
+    // The first turn is slow to answer: the message is sent while it waits.
+    server.enqueue({ ...toolTurn, responseDelayMs: 1_500 }, { text: "In metres: 3." });
+    const run = await rt.start("ai-sdk-researcher", { question: "How long is a tether?" });
+    await server.waitUntil(() => server.completions.length === 1, 20_000);
+    await rt.say(run.id, "Answer in metric units.", { actor: "alice" });
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(done.status).toBe("completed");
+    const asked = server.completions.map((c) => c.body!.messages);
+    expect(asked).toHaveLength(2);
+    expect(JSON.stringify(asked[0])).not.toContain("metric");
+    // After the tool's result, where the SDK's history ends: the person's words, as the user.
+    expect(asked[1].at(-1)).toEqual({ role: "user", content: "Answer in metric units." });
+    expect(asked[1].at(-2)).toMatchObject({ role: "tool" });
+    const journal = await rt.journal(run.id, { limit: 10_000 });
+    expect(journal.filter((e) => e.type === "message.delivered").map((e) => e.data.text)).toEqual(["Answer in metric units."]);
+    expect(journal.filter((e) => e.type === "status").map((e) => e.data.to)).toEqual(["running", "completed"]);
+    // Only the two model calls, the tool and the one delivery are calls in the journal.
+    expect(journal.filter((e) => e.type === "call.completed").map((e) => [e.data.kind, e.data.name])).toEqual([
+      ["model", "wire:wire-model"],
+      ["tool", "lookup"],
+      ["step", "messages"],
+      ["model", "wire:wire-model"],
+    ]);
   });
 });

@@ -75,10 +75,13 @@ describe("MCP tools over Streamable HTTP (server-everything)", () => {
     const pausedAt = performance.now();
     await runtime.pause(run.id);
     await runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
+    const pausedSeenAt = performance.now();
     const [cancelled] = traffic.sent("notifications/cancelled");
     expect(cancelled).toMatchObject({ session: call.session, params: { requestId: call.id, reason: "pause" } });
     console.log(`streamable HTTP: pause → notifications/cancelled sent after ${(cancelled.at - pausedAt).toFixed(1)} ms`);
-    expect(cancelled.at - pausedAt).toBeLessThan(250);
+    // Order, not latency (the benchmark measures that): sent after the pause was asked, before the run read paused.
+    expect(cancelled.at).toBeGreaterThanOrEqual(pausedAt);
+    expect(cancelled.at).toBeLessThanOrEqual(pausedSeenAt);
     const [aborted] = await journalOf(runtime, run.id, "call.aborted");
     expect(aborted.data).toMatchObject({ kind: "tool", name: longOp, reason: "pause" });
 

@@ -50,12 +50,15 @@ describe("MCP tools over stdio (server-everything)", () => {
     const pausedAt = performance.now();
     await runtime.pause(run.id, { actor: "alice" });
     const paused = await runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
-    const pausedIn = performance.now() - pausedAt;
+    const pausedSeenAt = performance.now();
+    const pausedIn = pausedSeenAt - pausedAt;
 
     const [cancelled] = traffic.sent("notifications/cancelled");
     expect(cancelled).toMatchObject({ method: "notifications/cancelled", session: call.session, params: { requestId: call.id, reason: "pause" } });
     console.log(`stdio: pause → notifications/cancelled sent after ${(cancelled.at - pausedAt).toFixed(1)} ms; run paused after ${pausedIn.toFixed(1)} ms`);
-    expect(cancelled.at - pausedAt).toBeLessThan(250);
+    // Order, not latency (the benchmark measures that): sent after the pause was asked, before the run read paused.
+    expect(cancelled.at).toBeGreaterThanOrEqual(pausedAt);
+    expect(cancelled.at).toBeLessThanOrEqual(pausedSeenAt);
     expect(paused.statusReason).toBe("paused by alice");
 
     const journal = await runtime.journal(run.id);

@@ -92,8 +92,9 @@ export class ApiClient {
     return this.runCommand(id, "resume", options);
   }
 
-  cancel(id: string, reason?: string): Promise<RunView> {
-    return this.runCommand(id, "cancel", reason ? { reason } : {});
+  /** `inherited`: what to do with effects a live fork inherited (required when the preview lists any). */
+  cancel(id: string, reason?: string, inherited?: "compensate" | "keep"): Promise<RunView> {
+    return this.runCommand(id, "cancel", { ...(reason ? { reason } : {}), ...(inherited ? { inherited } : {}) });
   }
 
   approve(id: string, body: { callSeq?: number; input?: Json; note?: string }): Promise<DecisionResponse> {

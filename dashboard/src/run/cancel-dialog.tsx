@@ -4,20 +4,23 @@ import type { CancelPreviewResponse, Json, RunView } from "../api/types.js";
 import { useApp } from "../app-context.js";
 import { Dialog } from "../ui/dialog.js";
 import { Icon, Spinner } from "../ui/icons.js";
+import { Link } from "../ui/router.js";
 import type { CallView, Timeline } from "./timeline-model.js";
 
 type Phase = "preview" | "cancelling";
+type InheritedChoice = "compensate" | "keep";
 
 function argsPreview(input: Json): string {
   const text = JSON.stringify(input);
   return text.length > 90 ? `${text.slice(0, 90)}…` : text;
 }
 
-function CompensationRow(props: { callSeq: number; tool: string; input: Json; call: CallView | undefined; phase: Phase; cancelled: boolean }) {
+function CompensationRow(props: { callSeq: number; tool: string; input: Json; call: CallView | undefined; phase: Phase; cancelled: boolean; kept: boolean }) {
   const c = props.call?.compensation;
-  let state: "pending" | "compensating" | "compensated" | "failed" | "retrying" = "pending";
+  let state: "pending" | "compensating" | "compensated" | "failed" | "retrying" | "kept" = props.kept ? "kept" : "pending";
   if (c) state = c.state === "compensated" ? "compensated" : c.state === "failed" ? "failed" : c.retrying ? "retrying" : "compensating";
   const label: Record<typeof state, string> = {
+    kept: props.phase === "preview" ? "kept for the forks" : "kept (a fork relies on it)",
     pending: props.phase === "preview" ? "will be undone" : props.cancelled ? "not undone" : "waiting",
     compensating: `undoing… (attempt ${c?.attempts ?? 1})`,
     retrying: `attempt ${c?.attempts ?? 1} failed, retrying`,
@@ -27,7 +30,7 @@ function CompensationRow(props: { callSeq: number; tool: string; input: Json; ca
   return (
     <li class={`comp comp-${state}`} data-testid="compensation" data-call-seq={props.callSeq} data-state={state}>
       <span class="comp-icon">
-        {state === "compensated" ? <Icon name="check" /> : state === "failed" ? <Icon name="alert" /> : state === "compensating" || state === "retrying" ? <Spinner /> : <Icon name="undo" />}
+        {state === "compensated" || state === "kept" ? <Icon name="check" /> : state === "failed" ? <Icon name="alert" /> : state === "compensating" || state === "retrying" ? <Spinner /> : <Icon name="undo" />}
       </span>
       <span class="comp-main">
         <span>
@@ -45,7 +48,7 @@ function CompensationRow(props: { callSeq: number; tool: string; input: Json; ca
  * Cancel in two steps: first what it will do (the compensations newest first, the resources to
  * release, anything uncertain), then, once confirmed, each compensation's progress live.
  */
-export function CancelDialog(props: { run: RunView; timeline: Timeline; initialReason: string; onClose: () => void; onConfirm: (reason: string) => Promise<boolean> }) {
+export function CancelDialog(props: { run: RunView; timeline: Timeline; initialReason: string; onClose: () => void; onConfirm: (reason: string, inherited?: InheritedChoice) => Promise<boolean> }) {
   const { client } = useApp();
   const { run } = props;
   const startedCancelling = run.status === "cancelling" || run.status === "cancelled";
@@ -54,6 +57,8 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
   const [error, setError] = useState<string | null>(null);
   const [reason, setReason] = useState(props.initialReason);
   const [busy, setBusy] = useState(false);
+  // Live forks inherited effects a cancel would undo: the person chooses, nothing is preselected.
+  const [inherited, setInherited] = useState<InheritedChoice | null>(null);
 
   useEffect(() => {
     client.cancelPreview(run.id).then(setPreview, (e: unknown) => setError(errorMessage(e)));
@@ -67,11 +72,14 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
   for (const c of props.timeline.calls.values()) if (c.compensation && !bySeq.has(c.callSeq)) bySeq.set(c.callSeq, { callSeq: c.callSeq, tool: c.name, input: c.input ?? null });
   const rows = [...bySeq.values()].sort((a, b) => b.callSeq - a.callSeq);
   const done = run.status === "cancelled";
+  const mustChoose = (preview?.inherited.length ?? 0) > 0;
+  const keptSeqs = new Set<number>([...(run.report?.kept ?? []).map((k) => k.callSeq), ...(inherited === "keep" ? (preview?.inherited ?? []).map((e) => e.callSeq) : [])]);
+  const undoCount = rows.filter((r) => !keptSeqs.has(r.callSeq)).length;
   const failures = rows.filter((r) => props.timeline.calls.get(r.callSeq)?.compensation?.state === "failed").length;
 
   const confirm = async () => {
     setBusy(true);
-    const ok = await props.onConfirm(reason);
+    const ok = await props.onConfirm(reason, inherited ?? undefined);
     setBusy(false);
     if (ok) setPhase("cancelling");
   };
@@ -91,7 +99,7 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
         )}
         {done && (
           <p data-testid="cancel-done" class={failures ? "error-text" : "success-text"}>
-            {failures ? `${failures} compensation${failures === 1 ? "" : "s"} failed: a person needs to look at ${failures === 1 ? "it" : "them"}.` : "Everything listed was undone."}
+            {failures ? `${failures} compensation${failures === 1 ? "" : "s"} failed: a person needs to look at ${failures === 1 ? "it" : "them"}.` : run.report?.kept?.length ? `Everything listed was undone, except ${run.report.kept.length} kept for the forks.` : "Everything listed was undone."}
           </p>
         )}
         {error && <p class="error-text">{error}</p>}
@@ -105,7 +113,7 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
               ) : (
                 <ol class="comps" data-testid="compensations">
                   {rows.map((r) => (
-                    <CompensationRow key={r.callSeq} callSeq={r.callSeq} tool={r.tool} input={r.input} call={props.timeline.calls.get(r.callSeq)} phase={phase} cancelled={done} />
+                    <CompensationRow key={r.callSeq} callSeq={r.callSeq} tool={r.tool} input={r.input} call={props.timeline.calls.get(r.callSeq)} phase={phase} cancelled={done} kept={keptSeqs.has(r.callSeq)} />
                   ))}
                 </ol>
               )}
@@ -125,6 +133,45 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
                 <p class="muted small">None held.</p>
               )}
             </div>
+            {mustChoose && phase === "preview" && (
+              <div class="panel panel-warn small stack-sm" data-testid="inherited-effects">
+                <Icon name="alert" />
+                <div class="stack-sm grow">
+                  <div>
+                    {preview.forks.length === 1 ? "A live fork inherited" : `${preview.forks.length} live forks inherited`} effects this cancel would undo, and may still rely on them:
+                    <ul class="plain-list">
+                      {preview.forks.map((f) => (
+                        <li key={f.runId} data-testid="inheriting-fork">
+                          <Link href={`/runs/${f.runId}`} class="mono">
+                            {f.runId}
+                          </Link>{" "}
+                          <span class="muted">({f.status}, forked from step {f.fromStep})</span>:{" "}
+                          {preview.inherited
+                            .filter((e) => e.forks.includes(f.runId))
+                            .map((e) => (
+                              <code key={e.callSeq}>
+                                {e.tool} #{e.callSeq}
+                              </code>
+                            ))}
+                        </li>
+                      ))}
+                    </ul>
+                  </div>
+                  <div class="agent-picker" role="radiogroup" aria-label="Effects the forks inherited">
+                    <label class={`agent-option${inherited === "keep" ? " selected" : ""}`}>
+                      <input type="radio" name="inherited" value="keep" checked={inherited === "keep"} onChange={() => setInherited("keep")} data-testid="inherited-keep" />
+                      <span class="agent-option-name">Keep them for the forks</span>
+                      <span class="agent-option-desc">Undo only the other effects; these are listed in the report as kept.</span>
+                    </label>
+                    <label class={`agent-option${inherited === "compensate" ? " selected" : ""}`}>
+                      <input type="radio" name="inherited" value="compensate" checked={inherited === "compensate"} onChange={() => setInherited("compensate")} data-testid="inherited-compensate" />
+                      <span class="agent-option-name">Undo them anyway</span>
+                      <span class="agent-option-desc">Every effect is undone, including what the forks inherited.</span>
+                    </label>
+                  </div>
+                </div>
+              </div>
+            )}
             {preview.uncertain.length > 0 && (
               <div class="panel panel-warn small">
                 <Icon name="alert" />
@@ -151,8 +198,8 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
               <button class="btn btn-ghost" onClick={props.onClose} disabled={busy}>
                 Keep the run
               </button>
-              <button class="btn btn-danger" onClick={() => void confirm()} disabled={busy || !preview} data-testid="confirm-cancel">
-                {busy ? "Cancelling…" : rows.length ? `Cancel and undo ${rows.length}` : "Cancel the run"}
+              <button class="btn btn-danger" onClick={() => void confirm()} disabled={busy || !preview || (mustChoose && inherited === null)} title={mustChoose && inherited === null ? "Choose what to do with the effects the forks inherited" : undefined} data-testid="confirm-cancel">
+                {busy ? "Cancelling…" : undoCount ? `Cancel and undo ${undoCount}` : "Cancel the run"}
               </button>
             </div>
           </>

@@ -176,6 +176,16 @@ function CancelReportPanel(props: { run: RunView }) {
             <div class="label">Undone</div>
             {report.compensated.length ? report.compensated.map((c) => <div key={c.callSeq} class="report-ok">✓ {c.tool} <span class="muted">#{c.callSeq}</span></div>) : <div class="muted">nothing to undo</div>}
           </div>
+          {(report.kept?.length ?? 0) > 0 && (
+            <div data-testid="report-kept">
+              <div class="label">Kept for forks</div>
+              {report.kept!.map((c) => (
+                <div key={c.callSeq} class="report-warn">
+                  ⑂ {c.tool} <span class="muted">#{c.callSeq}</span>: not undone, inherited by {c.forks.join(", ")}
+                </div>
+              ))}
+            </div>
+          )}
           {report.failed.length > 0 && (
             <div>
               <div class="label">Undo failed</div>

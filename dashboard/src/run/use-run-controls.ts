@@ -19,7 +19,7 @@ export interface RunControls {
   clearProblem(): void;
   pause(): Promise<void>;
   resume(options?: ResumeOptions): Promise<void>;
-  cancel(reason: string): Promise<boolean>;
+  cancel(reason: string, inherited?: "compensate" | "keep"): Promise<boolean>;
 }
 
 /** Pause, resume and cancel with the shared reason field; a refused resume says why (stale, uncertain). */
@@ -63,10 +63,10 @@ export function useRunControls(runId: string, onRun: (run: RunView) => void): Ru
   );
 
   const cancel = useCallback(
-    async (cancelReason: string) => {
+    async (cancelReason: string, inherited?: "compensate" | "keep") => {
       setBusy("cancel");
       try {
-        onRun(await client.cancel(runId, cancelReason.trim() || undefined));
+        onRun(await client.cancel(runId, cancelReason.trim() || undefined, inherited));
         setReason("");
         return true;
       } catch (error) {
