@@ -15,7 +15,7 @@ export class TetherClientError extends TetherError {
   }
 
   /** Any Tether error that came through the HTTP client (it has a `status`). */
-  static override isInstance(value: unknown): value is TetherError & { status: number } {
-    return TetherError.isInstance(value) && typeof value.status === "number";
+  static override isInstance<C extends ErrorCode = ErrorCode>(value: unknown, code?: C): value is TetherError<C> & { status: number } {
+    return TetherError.isInstance(value, code) && typeof value.status === "number";
   }
 }
