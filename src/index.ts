@@ -30,6 +30,8 @@ export { eventId, type RunEvent, EventBus } from "./engine/events.js";
 export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ForkOptions, type ControlOptions, type CancelOptions, type CancelPreview } from "./engine/runtime.js";
 export type { InheritedChoice, InheritedEffect, ForkInheritance } from "./engine/fork-inheritance.js";
 export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.js";
+export type { LeaseHolder, ProcessProbe } from "./engine/lease-holder.js";
+export { localProcessProbe } from "./local-process.js";
 export { SqliteStore, type SqliteStoreOptions, type SqliteStoreConstructor } from "./sqlite-store-types.js";
 export { optionalPeers } from "./engine/optional-import.js";
 export { openStore, storeLocation, describeLocation, defaultPostgresSchema, type StoreLocation } from "./stores/open-store.js";

@@ -4,6 +4,7 @@ import { Runtime, type RuntimeOptions } from "./engine/runtime.js";
 import { SecretRedactor } from "./engine/secrets.js";
 import type { Store } from "./engine/store.js";
 import type { ModelRegistry } from "./models/model-registry.js";
+import { localProcessProbe } from "./local-process.js";
 import { createModelRegistry } from "./models/providers.js";
 import { SqliteStore } from "./stores/sqlite-store.js";
 import { traceRuns, tracingAvailable, type RunTracingOptions } from "./telemetry/run-tracing.js";
@@ -49,12 +50,25 @@ export function defaultDatabasePath(dir = ".tether"): string {
   return join(process.cwd(), dir, "tether.db");
 }
 
-/** A runtime with the defaults: the embedded SQLite store, the simulated model and the AI SDK providers. */
+/**
+ * A runtime with the defaults: the embedded SQLite store, the simulated model and the AI SDK
+ * providers. It takes back on its own the runs a process that died left active on the store
+ * (`recoverOrphans`; at once when that process ran on this host), so a restarted program goes on
+ * where it was killed without `startWorker()` or `resume`.
+ */
 export function createTether(options: TetherOptions): Runtime {
   const store = options.store ?? new SqliteStore({ path: options.dir ? join(options.dir, "tether.db") : defaultDatabasePath() });
   const models = options.models ?? createModelRegistry();
   const redactor = options.secrets === false ? undefined : SecretRedactor.fromEnvironment(process.env, options.secrets ?? []);
-  const runtimeOptions: RuntimeOptions = { ...options, store, agents: options.agents, resolveModel: models.resolver, redactor };
+  const runtimeOptions: RuntimeOptions = {
+    recoverOrphans: true,
+    processProbe: localProcessProbe(),
+    ...options,
+    store,
+    agents: options.agents,
+    resolveModel: models.resolver,
+    redactor,
+  };
   const runtime = options.store ? new Runtime(runtimeOptions) : new OwningRuntime(runtimeOptions, store);
   const tracing = options.tracing ?? tracingAvailable();
   if (tracing !== false) traceRuns(runtime, tracing === true ? {} : tracing);

@@ -3,6 +3,7 @@ import { TetherClient } from "../client/tether-client.js";
 import type { AgentDefinition } from "../engine/agent.js";
 import { Runtime } from "../engine/runtime.js";
 import { SecretRedactor } from "../engine/secrets.js";
+import { localProcessProbe } from "../local-process.js";
 import { createModelRegistry } from "../models/providers.js";
 import { createApp } from "../server/app.js";
 import { packageVersion } from "../server/package-info.js";
@@ -44,6 +45,8 @@ export async function executingRuntime(location: StoreLocation, loaded: LoadedAg
     agents: loaded.agents,
     resolveModel: (loaded.models ?? createModelRegistry()).resolver,
     redactor: SecretRedactor.fromEnvironment(),
+    // A restarted worker takes back the runs its killed predecessor held, without waiting out their leases.
+    processProbe: localProcessProbe(),
     ...settings,
   });
   // Spans when @opentelemetry/api is installed and a provider is registered (node --import ./otel-setup.js).

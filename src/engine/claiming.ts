@@ -2,6 +2,7 @@ import type { AgentDefinition } from "./agent.js";
 import { checkClaimed, needsClaimCheck } from "./claim-checks.js";
 import type { EngineContext } from "./engine-context.js";
 import { createExecutor } from "./executors.js";
+import { heldByGoneProcess } from "./lease-holder.js";
 import type { ResourceHolder } from "./resources.js";
 import type { RunSession } from "./run-session.js";
 import type { RunWatcher } from "./run-watcher.js";
@@ -21,6 +22,7 @@ export class RunClaims {
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
+  private recovering: Promise<void> | undefined;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -59,9 +61,7 @@ export class RunClaims {
       const halts = await store.listHalts();
       const room = this.concurrency - this.size;
       if (room <= 0) return;
-      const wanted = (run: RunRecord) =>
-        !this.executors.has(run.id) &&
-        !this.checking.has(run.id) && this.ctx.agents.has(run.agent) && (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`));
+      const wanted = (run: RunRecord) => this.wanted(run, halts);
       if (store.claimRuns) {
         // The store locks what it hands out: workers looking at once get different runs.
         const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => (wanted(run) ? this.claimUpdate(run, now) : undefined));
@@ -77,6 +77,57 @@ export class RunClaims {
     }
   }
 
+  /** A run this process would take: not already its own, an agent it has, and not halted (a cancel still runs under a halt). */
+  private wanted(run: RunRecord, halts: readonly { scope: string }[]): boolean {
+    return (
+      !this.executors.has(run.id) &&
+      !this.checking.has(run.id) &&
+      this.ctx.agents.has(run.agent) &&
+      (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`))
+    );
+  }
+
+  /**
+   * Takes back the runs left active (running, pausing, cancelling) by a process that is gone: a
+   * process on this host that exited holds them (`processProbe`: at once, however long its lease
+   * still says), or their lease ran out. A restarted process calls this first, so its own runs go
+   * on without waiting out their leases. Queued runs are left to `startWorker`'s polling.
+   */
+  recoverOrphans(options: { scanLeases: boolean }): Promise<void> {
+    if (this.state.closed()) return Promise.resolve();
+    this.recovering ??= this.recoverNow(options.scanLeases).finally(() => {
+      this.recovering = undefined;
+    });
+    return this.recovering;
+  }
+
+  private async recoverNow(scanLeases: boolean): Promise<void> {
+    try {
+      const store = this.ctx.store;
+      const now = this.ctx.clock.now();
+      // Every active run when this process can tell dead holders (their leases look live); else
+      // the runs whose lease ran out, which the store finds by its index.
+      const candidates =
+        scanLeases && this.ctx.processProbe
+          ? await store.listRuns({ status: ["running", "pausing", "cancelling"], limit: 100_000 })
+          : (await store.findClaimable(now, 500)).filter((run) => run.status !== "queued");
+      if (candidates.length === 0) return;
+      const halts = await store.listHalts();
+      for (const run of candidates) {
+        if (this.state.closed() || this.size >= this.concurrency) return;
+        if (!this.wanted(run, halts)) continue;
+        const gone = heldByGoneProcess(this.ctx.processProbe, run.lease);
+        if (!gone && run.lease && run.lease.until >= now && run.lease.workerId !== this.ctx.workerId) continue;
+        const update = this.claimUpdate(run, now, gone);
+        if (!update) continue;
+        const result = await store.update({ ...update, runId: run.id });
+        if (result.ok) this.startExecuting(result);
+      }
+    } catch {
+      // The next look tries again.
+    }
+  }
+
   /** Claims in the background: if the claim fails the run stays claimable, and a worker's next poll takes it. */
   claimSoon(run: RunRecord): void {
     this.tryClaim(run).catch(() => undefined);
@@ -87,10 +138,16 @@ export class RunClaims {
    * resumes and claims the run; undefined when this worker cannot execute the run at once (full,
    * its previous executor still winding down, a lease held), and it is claimed after instead.
    */
-  inlineClaim(run: RunRecord, now: number): { workerId: string; until: number } | undefined {
+  inlineClaim(run: RunRecord, now: number): NonNullable<RunUpdate["claim"]> | undefined {
     if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id)) return undefined;
     if (this.size >= this.concurrency || !this.ctx.agents.has(run.agent)) return undefined;
-    return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
+    return this.leaseFor(now);
+  }
+
+  /** This worker's lease from `now`, naming its process when the runtime has a probe. */
+  private leaseFor(now: number): NonNullable<RunUpdate["claim"]> {
+    const holder = this.ctx.processProbe?.self;
+    return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs, ...(holder ? { holder } : {}) };
   }
 
   /** Executes a run whose lease a control write took for this worker (`inlineClaim`); its journal is published by that write. */
@@ -121,20 +178,28 @@ export class RunClaims {
     if (result.ok) this.startExecuting(result);
   }
 
-  /** The write that claims a run for this worker: lease, fencing epoch + 1, and what the journal says of it. */
-  private claimUpdate(run: RunRecord, now: number): Omit<RunUpdate, "runId"> | undefined {
+  /**
+   * The write that claims a run for this worker: lease, fencing epoch + 1, and what the journal
+   * says of it. `holderGone`: the lease still looks live but its process is known to have exited;
+   * the claim then expects only the version read, which pins the very lease judged gone.
+   */
+  private claimUpdate(run: RunRecord, now: number, holderGone = false): Omit<RunUpdate, "runId"> | undefined {
     const claimable: RunStatus[] = ["queued", "running", "pausing", "cancelling"];
     if (!claimable.includes(run.status)) return undefined;
     const journal: JournalInput[] = [];
     if (run.status === "queued") journal.push(statusEntry(now, "queued", "running"));
-    else if (run.lease) journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status } });
-    // Taking over from a dead worker: it ran at most until its lease ran out; the time the run sat
-    // orphaned after that is not running time.
+    else if (run.lease) {
+      journal.push({ type: "recovery", at: now, data: { previousWorker: run.lease.workerId, worker: this.ctx.workerId, status: run.status, ...(holderGone ? { holderGone: true } : {}) } });
+    }
+    // Taking over from a dead worker: it ran at most until its lease ran out (a holder known gone:
+    // about until its last renewal, a lease length before `until`); the time the run sat orphaned
+    // after that is not running time.
     const since = run.runningSince;
-    const orphaned = run.lease !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, run.lease.until) - since), runningSince: now } : {};
+    const stopped = run.lease && (holderGone ? run.lease.until - this.ctx.leaseMs : run.lease.until);
+    const orphaned = stopped !== null && since !== null ? { activeMs: run.activeMs + Math.max(0, Math.min(now, stopped) - since), runningSince: now } : {};
     return {
-      expect: { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
-      claim: { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs },
+      expect: holderGone ? { version: run.version } : { version: run.version, leaseFree: { now, workerId: this.ctx.workerId } },
+      claim: this.leaseFor(now),
       set: { ...(run.status === "queued" || run.status === "running" ? { status: "running", runningSince: since ?? now } : {}), ...orphaned },
       journal,
     };

@@ -26,7 +26,7 @@ export interface ControlHost {
    * The lease this process can take in a control command's own write (a resume), when it can
    * execute the run at once; the run is then claimed without a second write.
    */
-  claimInline(run: RunRecord, now: number): { workerId: string; until: number } | undefined;
+  claimInline(run: RunRecord, now: number): NonNullable<RunUpdate["claim"]> | undefined;
   /** Executes a run whose lease this process took in a control command's write (`claimInline`). */
   executeClaimed(run: RunRecord): void;
   /** Resolves with the run once `predicate` holds (`Runtime.waitFor`). */

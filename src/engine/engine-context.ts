@@ -2,6 +2,7 @@ import type { AgentDefinition } from "./agent.js";
 import type { Clock } from "./clock.js";
 import type { EventBus } from "./events.js";
 import type { IdGenerator } from "./ids.js";
+import type { ProcessProbe } from "./lease-holder.js";
 import type { TetherModel } from "./model.js";
 import type { PriceTable } from "./pricing.js";
 import type { SnapshotHandoff } from "./snapshot-handoff.js";
@@ -29,6 +30,8 @@ export interface EngineContext {
   agents: ReadonlyMap<string, AgentDefinition>;
   workerId: string;
   leaseMs: number;
+  /** Names this process in its leases and tells whether another lease's process has exited (lease-holder.ts). */
+  processProbe?: ProcessProbe;
   controlPollMs: number;
   compensation: CompensationPolicy;
   /** An approval this process asked for has a deadline at `at`: a worker applies it then (approval-deadlines.ts). */

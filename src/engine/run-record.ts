@@ -55,7 +55,8 @@ export function applyRunPatch(run: RunRecord, update: RunUpdate): RunRecord {
   const next: RunRecord = { ...run, ...update.set, version: run.version + 1 };
   if (update.claim) {
     next.epoch = run.epoch + 1;
-    next.lease = { workerId: update.claim.workerId, epoch: next.epoch, until: update.claim.until };
+    const { workerId, until, holder } = update.claim;
+    next.lease = { workerId, epoch: next.epoch, until, ...(holder ? { holder } : {}) };
   }
   if (update.renewLease && next.lease && next.lease.workerId === update.renewLease.workerId && next.lease.epoch === next.epoch) {
     next.lease = { ...next.lease, until: Math.max(next.lease.until, update.renewLease.until) };

@@ -14,6 +14,7 @@ import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-
 import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns } from "./halt-command.js";
+import type { ProcessProbe } from "./lease-holder.js";
 import { RunWatcher } from "./run-watcher.js";
 import { randomIds, type IdGenerator } from "./ids.js";
 import type { Json } from "./json.js";
@@ -46,6 +47,20 @@ export interface RuntimeOptions {
   worker?: boolean;
   /** How long a claimed run stays this worker's without a renewal; another worker takes it over after. Default 5000. */
   leaseMs?: number;
+  /**
+   * Names this process in the leases it takes and tells whether another lease's process has
+   * exited (`ProcessProbe`). With it, a run whose holder was a process on this host that is gone
+   * is taken back at once, not when its lease runs out. `createTether` and the CLI pass the local
+   * probe (host, pid, a nonce per process); without it only leases that ran out free a run.
+   */
+  processProbe?: ProcessProbe;
+  /**
+   * Take back, without `startWorker()`, runs a process that died left active (running, pausing,
+   * cancelling): at start (at once for a holder the probe says is gone) and every `leaseMs` for
+   * leases that ran out. Queued runs still wait for `startWorker()`. Default false here, true
+   * with `createTether`; `startWorker()` does the same look at start.
+   */
+  recoverOrphans?: boolean;
   /**
    * How often this process checks every run it executes for commands from other processes when
    * the store cannot tell it which runs changed. Default 10 ms. With a store that can (SQLite,
@@ -105,6 +120,7 @@ export class Runtime {
   private readonly claims: RunClaims;
   private readonly retention: RuntimeOptions["retention"];
   private retentionTimer: NodeJS.Timeout | undefined;
+  private orphanTimer: NodeJS.Timeout | undefined;
   /** What the control commands need of this runtime. */
   private readonly host: ControlHost;
 
@@ -125,6 +141,7 @@ export class Runtime {
       agents: this.agentMap,
       workerId: options.workerId ?? ids("worker"),
       leaseMs: options.leaseMs ?? 5_000,
+      processProbe: options.processProbe,
       controlPollMs: options.controlPollMs ?? 10,
       compensation: { maxAttempts: 3, backoffMs: 100, timeoutMs: 30_000, ...options.compensation },
       snapshots: new SnapshotHandoff(),
@@ -154,6 +171,15 @@ export class Runtime {
       waitFor: (runId, predicate, waitOptions) => this.waitFor(runId, predicate, waitOptions),
     };
     this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => expireRunApprovals(this.host, runId), options.approvalDeadlines);
+    if (this.isWorker && options.recoverOrphans) this.startOrphanRecovery();
+  }
+
+  /** Runs left by a dead process go on here without `startWorker()` (`recoverOrphans`). */
+  private startOrphanRecovery(): void {
+    const first = setTimeout(() => void this.claims.recoverOrphans({ scanLeases: true }), 0);
+    first.unref?.();
+    this.orphanTimer = setInterval(() => void this.claims.recoverOrphans({ scanLeases: false }), this.ctx.leaseMs);
+    this.orphanTimer.unref?.();
   }
 
   /** Runs this process executes at once. */
@@ -186,6 +212,8 @@ export class Runtime {
     if (!this.isWorker || this.workerTimer || this.closed) return;
     this.workerTimer = setInterval(() => this.claims.claimSoonAvailable(), this.workerPollMs);
     this.workerTimer.unref?.();
+    // Runs whose holder died on this host (a restart of this very worker) first, without waiting out their leases.
+    void this.claims.recoverOrphans({ scanLeases: true });
     this.claims.claimSoonAvailable();
     this.approvalDeadlines.start();
     if (this.retention) {
@@ -226,6 +254,7 @@ export class Runtime {
   async close(): Promise<void> {
     this.closed = true;
     this.stopWorker();
+    clearInterval(this.orphanTimer);
     const executors = this.claims.executors;
     await Promise.allSettled([...this.claims.checking.values()]);
     for (const { executor } of executors.values()) executor.detach();

@@ -1,5 +1,6 @@
 import type { Budgets } from "./budgets.js";
 import type { Json, JsonObject } from "./json.js";
+import type { LeaseHolder } from "./lease-holder.js";
 import type { ControlCommandType, RunStatus } from "./status.js";
 import type { Usage } from "./usage.js";
 
@@ -50,6 +51,8 @@ export interface Lease {
   workerId: string;
   epoch: number;
   until: number;
+  /** The process that took it, when the runtime has a `processProbe`: a restarted process on the same host takes back a dead holder's runs at once. */
+  holder?: LeaseHolder;
 }
 
 export interface RunRecord {
@@ -345,7 +348,7 @@ export interface RunUpdate {
   };
   set?: RunPatch;
   /** Take the lease: the epoch is incremented and the lease set to this worker. */
-  claim?: { workerId: string; until: number };
+  claim?: { workerId: string; until: number; holder?: LeaseHolder };
   /**
    * Extend the lease to `until` if this worker still holds it once `set` is applied; otherwise
    * nothing (a renewal never brings back a lease a pause or an end let go).

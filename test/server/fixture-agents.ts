@@ -5,6 +5,7 @@ import type { AgentDefinition } from "../../src/engine/agent.js";
 import { SimulatedModel, type SimulatedScript } from "../../src/models/simulated-model.js";
 import { tool } from "../../src/engine/tool.js";
 import { toolLoopAgent } from "../../src/agents/tool-loop-agent.js";
+import { effectTool, Ledger, sequenceAgent } from "../../src/testing/index.js";
 
 /**
  * Agents for the server and CLI suites: real tool loops on the simulated model, with an effect
@@ -132,5 +133,23 @@ export function approvalAgent(log: FixtureLog = { executed: [], compensated: [] 
       },
     }),
     tools: [sendPayment],
+  });
+}
+
+/**
+ * Three compensable `work` effects (calls 1-3 at steps 1-3), then a `publish` that waits for a
+ * person's approval: the run, and every fork of it, stays paused (live) with its effects done.
+ */
+export function forkyAgent(ledger: Ledger): AgentDefinition {
+  const publish = tool({ name: "publish", description: "Publish", input: z.object({ id: z.string() }), needsApproval: true, execute: ({ id }) => ({ published: id }) });
+  return sequenceAgent({
+    name: "forky",
+    tools: [effectTool({ name: "work", ledger, compensable: true }), publish],
+    steps: [
+      { tool: "work", input: { id: "a" } },
+      { tool: "work", input: { id: "b" } },
+      { tool: "work", input: { id: "c" } },
+      { tool: "publish", input: { id: "d" } },
+    ],
   });
 }

@@ -3,10 +3,9 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { z } from "zod";
-import { tool } from "../../src/engine/tool.js";
 import { startServer } from "../../src/server/serve.js";
-import { effectTool, Ledger, sequenceAgent } from "../../src/testing/index.js";
+import { Ledger } from "../../src/testing/index.js";
+import { forkyAgent } from "./fixture-agents.js";
 import { makeEnv, type TestEnv } from "./helpers.js";
 
 /** Cancelling a run whose effects a live fork inherited, over HTTP and from the CLI. */
@@ -25,24 +24,9 @@ afterEach(async () => {
 
 type Entry = { type: string; data: Record<string, unknown> };
 
-/** Three compensable `work` effects (calls 1-3, steps 1-3), then a `publish` that waits for approval: runs stay paused, live. */
-function forky(ledger: Ledger) {
-  const publish = tool({ name: "publish", description: "Publish", input: z.object({ id: z.string() }), needsApproval: true, execute: ({ id }) => ({ published: id }) });
-  return sequenceAgent({
-    name: "forky",
-    tools: [effectTool({ name: "work", ledger, compensable: true }), publish],
-    steps: [
-      { tool: "work", input: { id: "a" } },
-      { tool: "work", input: { id: "b" } },
-      { tool: "work", input: { id: "c" } },
-      { tool: "publish", input: { id: "d" } },
-    ],
-  });
-}
-
 async function sourceAndFork(): Promise<{ env: TestEnv; ledger: Ledger; id: string; forkId: string }> {
   const ledger = new Ledger();
-  env = await makeEnv({ runtime: { agents: [forky(ledger)] } });
+  env = await makeEnv({ runtime: { agents: [forkyAgent(ledger)] } });
   const started = await env.call("POST", "/runs", { token: env.tokens.operator, body: { agent: "forky", input: null } });
   const id = started.body.run.id as string;
   await env.runtime.waitFor(id, ["paused"]);

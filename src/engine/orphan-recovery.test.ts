@@ -1,0 +1,91 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import type { LeaseHolder, ProcessProbe } from "./lease-holder.js";
+import type { JournalEntry } from "./store.js";
+
+/**
+ * Taking back the runs of a lease holder that is gone, in one process: the first runtime is
+ * closed in the middle of a call (it writes nothing more, as if killed) and a probe stands in for
+ * the process table. The real process table and SIGKILL are in test/takeover.
+ */
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.cleanup();
+  h = undefined;
+});
+
+const never = new Promise<void>(() => undefined);
+const leaseMs = 60_000;
+
+/** A probe for holder `self`: a holder is gone once its nonce is in `dead`; every question is recorded. */
+function fakeProbe(nonce: string, dead: Set<string>): ProcessProbe & { asked: LeaseHolder[] } {
+  const asked: LeaseHolder[] = [];
+  return { self: { host: "test-host", pid: 1, nonce }, asked, gone: (holder) => (asked.push(holder), dead.has(holder.nonce)) };
+}
+
+async function crashInsideCharge(idempotent: boolean, dead: Set<string>) {
+  const ledger = new Ledger();
+  const agent = sequenceAgent({
+    name: "payer",
+    tools: [effectTool({ name: "charge", ledger, idempotent, afterEffect: (_key, execution) => (execution === 1 ? never : undefined) }), effectTool({ name: "receipt", ledger })],
+    steps: [
+      { tool: "charge", input: { id: "order-1" } },
+      { tool: "receipt", input: { id: "order-1" } },
+    ],
+  });
+  h = harness([agent], { leaseMs, processProbe: fakeProbe("first", dead) });
+  const run = await h.runtime.start("payer", null);
+  await waitUntil(() => ledger.executionsOf("charge") === 1);
+  await h.runtime.close();
+  const held = await h.runtime.get(run.id);
+  return { ledger, held };
+}
+
+const journalOf = (id: string): Promise<JournalEntry[]> => h!.store.readJournal(id, { limit: 1000 });
+
+describe("orphaned runs of a lease holder that is gone", () => {
+  it("leases name their holder; a runtime with recoverOrphans takes a gone holder's run at once, though its lease has most of a minute to go, and moves the epoch", async () => {
+    const dead = new Set<string>();
+    const { ledger, held } = await crashInsideCharge(true, dead);
+    expect(held.lease).toMatchObject({ workerId: "worker-a", holder: { host: "test-host", pid: 1, nonce: "first" } });
+    expect(held.lease!.until - Date.now()).toBeGreaterThan(leaseMs / 2);
+    dead.add("first");
+    const second = h!.open({ leaseMs, processProbe: fakeProbe("second", dead), recoverOrphans: true });
+    const done = await second.waitFor(held.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(done.status).toBe("completed");
+    expect(done.epoch).toBe(held.epoch + 1);
+    expect(ledger.keysOf("charge")).toEqual([`${held.id}:1`, `${held.id}:1`]);
+    const journal = await journalOf(held.id);
+    expect(journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data).toMatchObject({ previousWorker: "worker-a", worker: "worker-b", holderGone: true });
+  });
+
+  it("a holder that is alive keeps its run; once it is gone, startWorker takes the run and the non-idempotent call in flight becomes uncertain", async () => {
+    const dead = new Set<string>();
+    const { ledger, held } = await crashInsideCharge(false, dead);
+    const probe = fakeProbe("second", dead);
+    const second = h!.open({ leaseMs, processProbe: probe, recoverOrphans: true });
+    // The second runtime's first look asked about the holder and was told it lives: the run stays its.
+    await waitUntil(() => probe.asked.some((holder) => holder.nonce === "first"));
+    expect(await second.get(held.id)).toMatchObject({ status: "running", epoch: held.epoch, lease: { workerId: "worker-a" } });
+    dead.add("first");
+    second.startWorker();
+    const done = await second.waitFor(held.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(done.status).toBe("paused");
+    expect(ledger.executionsOf("charge")).toBe(1);
+    const journal = await journalOf(held.id);
+    expect(journal.filter((e) => e.type === "call.uncertain").map((e) => e.callSeq)).toEqual([1]);
+    expect(journal.some((e) => e.type === "recovery" && e.data.holderGone === true)).toBe(true);
+  });
+
+  it("without recoverOrphans or startWorker a runtime takes nothing", async () => {
+    const dead = new Set<string>(["first"]);
+    const { held } = await crashInsideCharge(true, dead);
+    const probe = fakeProbe("second", dead);
+    const second = h!.open({ leaseMs, processProbe: probe });
+    // A run it starts itself executes; the orphan is left as it was.
+    await second.start("payer", null);
+    expect(await second.get(held.id)).toMatchObject({ status: "running", epoch: held.epoch, lease: { workerId: "worker-a" } });
+    expect(probe.asked).toEqual([]);
+  });
+});
