@@ -42,7 +42,7 @@ export async function cancelRun(host: ControlHost, runId: string, options: Cance
     if (current.status === "cancelling" || current.status === "cancelled") return { noop: true };
     if (isTerminal(current.status)) return { refuse: new IllegalTransitionError(runId, "cancel", current.status) };
     const effects = pendingCompensations(await host.ctx.store.listEffects(runId));
-    const inheritance = await forkInheritance(host.ctx, runId, effects);
+    const inheritance = await forkInheritance(host.ctx, current, effects);
     // The command (and so its journal entry, refused or not) names the forks, the effects and the choice.
     command.payload = inheritanceJson(inheritance, options.inherited);
     if (inheritance.effects.length > 0 && options.inherited === undefined) return { refuse: new ForkInheritsEffectsError(runId, inheritance.forks, inheritance.effects) };
@@ -77,7 +77,7 @@ export async function previewCancel(host: ControlHost, runId: string): Promise<C
   // A run that has ended cannot be cancelled: nothing would be compensated, so nothing is offered.
   if (isTerminal(run.status)) return { runId, status: run.status, cancellable: false, compensations: [], resources: [], uncertain: [], forks: [], inherited: [] };
   const effects = pendingCompensations(await host.ctx.store.listEffects(runId));
-  const inheritance = run.status === "cancelling" ? { forks: [], effects: [] } : await forkInheritance(host.ctx, runId, effects);
+  const inheritance = run.status === "cancelling" ? { forks: [], effects: [] } : await forkInheritance(host.ctx, run, effects);
   return {
     runId,
     status: run.status,

@@ -32,12 +32,15 @@ const journalPage = 1_000;
  * Which of `effects` (the run's effects a cancel would undo) live forks inherited: a fork took
  * the run's state at its `fromStep`, so it inherited every effect that completed at or before
  * that step. A fork of a fork inherits what its parent took of the run; the chain is followed
- * through forks that have ended. Costs nothing more than one read of the live runs when the run
- * has no live fork; otherwise a snapshot head per fork step and the journal up to the latest.
+ * through forks that have ended. Costs one read of the agent's live runs when the run has no live
+ * fork (nothing when it has no effect to undo); otherwise also a snapshot per fork step and the
+ * journal up to the latest.
  */
-export async function forkInheritance(ctx: EngineContext, runId: string, effects: readonly EffectRecord[]): Promise<ForkInheritance> {
+export async function forkInheritance(ctx: EngineContext, run: RunRecord, effects: readonly EffectRecord[]): Promise<ForkInheritance> {
   if (effects.length === 0) return { forks: [], effects: [] };
-  const live = (await ctx.store.listRuns({ status: liveStatuses, limit: liveRunsRead })).filter((r) => r.forkedFrom !== null && r.id !== runId);
+  const runId = run.id;
+  // A fork runs the same agent as its source (whatever the version), so only that agent's live runs are read.
+  const live = (await ctx.store.listRuns({ status: liveStatuses, agent: run.agent, limit: liveRunsRead })).filter((r) => r.forkedFrom !== null && r.id !== runId);
   if (live.length === 0) return { forks: [], effects: [] };
   const forks = await forksOf(ctx, runId, live);
   if (forks.length === 0) return { forks: [], effects: [] };
