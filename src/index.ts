@@ -19,6 +19,7 @@ export {
   type DurableContext,
   type FunctionAgentDefinition,
   type ModelCallOptions,
+  type ModelStepOptions,
   type StepContext,
   type StepOptions,
 } from "./engine/function-agent.js";

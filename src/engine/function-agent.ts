@@ -80,6 +80,19 @@ export interface StepOptions<T> {
   revalidate?(result: T): Promise<true | string> | true | string;
 }
 
+export interface ModelStepOptions<T> {
+  /** What the call depends on; compared with the journal on replay. */
+  input: Json;
+  /** The usage a completed call reports (counted against the budgets and priced). */
+  usage(result: T): ModelUsage | undefined;
+  /**
+   * What a call aborted mid-way (a pause, a cancel) had produced: the text streamed so far, the
+   * size of what was sent, and any usage the provider reported. An aborted call still cost
+   * tokens: they are counted, estimated from the characters (4 a token) where nothing was reported.
+   */
+  partial?(): { text: string; inputChars: number; usage?: Partial<ModelUsage> };
+}
+
 export interface ModelCallOptions {
   /** The model for this call: a model string (`openai:gpt-4o-mini`, `simulated`) or a model object. Default: the run's. */
   model?: TetherModel | string;
@@ -99,7 +112,7 @@ export interface DurableContext {
    * call under `name` (`provider:modelId`), aborted by an immediate pause or a cancel, made again
    * after a crash, its `usage` counted against the run's budgets and priced.
    */
-  modelStep<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T>;
+  modelStep<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: ModelStepOptions<T>): Promise<T>;
   /**
    * The messages people sent to the run (`say`, `tether say`, `POST /runs/:id/messages`) since the
    * last call, oldest first; delivered once, and journaled, so replay returns the same ones.

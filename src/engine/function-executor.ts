@@ -4,8 +4,8 @@ import { trippedBudget } from "./budgets.js";
 import { callEntry, partialText } from "./call-journal.js";
 import type { EngineContext } from "./engine-context.js";
 import { LeaseLostError, TetherError } from "./errors.js";
-import { GateFailedError, PauseSignal, type DurableContext, type FunctionAgentDefinition, type ModelCallOptions, type StepContext, type StepOptions } from "./function-agent.js";
-import { executeTool, streamModelCall, ToolAbortedError } from "./gate.js";
+import { GateFailedError, PauseSignal, type DurableContext, type FunctionAgentDefinition, type ModelCallOptions, type ModelStepOptions, type StepContext, type StepOptions } from "./function-agent.js";
+import { estimateTokens, executeTool, streamModelCall, ToolAbortedError } from "./gate.js";
 import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { modelKey, type ModelRequest, type ModelResult, type ModelUsage } from "./model.js";
@@ -450,7 +450,7 @@ export class FunctionExecutor extends RunSession {
     });
   }
 
-  private modelStepGate<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: { input: Json; usage(result: T): ModelUsage | undefined }): Promise<T> {
+  private modelStepGate<T extends Json>(name: string, fn: (ctx: StepContext) => Promise<T>, options: ModelStepOptions<T>): Promise<T> {
     return this.gate<T>({
       kind: "model",
       name,
@@ -466,12 +466,23 @@ export class FunctionExecutor extends RunSession {
           const usage = options.usage(value as T);
           return { type: "ok", value, ...(usage ? { usage: this.priced(name, usage) } : {}) };
         } catch (error) {
-          if (signal.aborted) return { type: "aborted", reason: String(signal.reason ?? "aborted") };
+          if (signal.aborted) return this.abortedModelStep(name, signal, options.partial?.());
           const message = this.ctx.redact(errorMessage(error));
           return { type: "pause", reason: `model_error: ${message}`, data: { error: "model_error", message } };
         }
       },
     });
+  }
+
+  /** An aborted model step: what it had produced counts (estimated where the provider reported nothing), as for `ctx.model`. */
+  private abortedModelStep(name: string, signal: AbortSignal, partial: ReturnType<NonNullable<ModelStepOptions<Json>["partial"]>> | undefined): LiveResult {
+    const reason = String(signal.reason ?? "aborted");
+    if (!partial) return { type: "aborted", reason };
+    const reported = partial.usage ?? {};
+    const outputTokens = Math.max(reported.outputTokens ?? 0, estimateTokens(partial.text.length));
+    const estimated = reported.inputTokens === undefined || (reported.outputTokens ?? 0) < outputTokens;
+    const usage = this.priced(name, { inputTokens: reported.inputTokens ?? estimateTokens(partial.inputChars), outputTokens, cachedInputTokens: reported.cachedInputTokens ?? 0 });
+    return { type: "aborted", reason, usage, data: { usage: usageEntry(usage), estimated, streamedChars: partial.text.length, ...partialText(partial.text) } as JsonObject };
   }
 
   /** A call that ignores its signal is not waited for once the run is halted or the lease lost. */

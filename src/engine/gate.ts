@@ -15,7 +15,8 @@ export type ModelCallOutcome =
   | { type: "aborted"; usage: ModelUsage; estimated: boolean; text: string }
   | { type: "failed"; error: TetherError; usage: ModelUsage };
 
-function estimateTokens(chars: number): number {
+/** Tokens a text of `chars` characters is taken to cost when the provider reported none. */
+export function estimateTokens(chars: number): number {
   return Math.ceil(chars / 4);
 }
 

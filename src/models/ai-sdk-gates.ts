@@ -61,19 +61,27 @@ function durableModel<M extends AiSdkLanguageModel>(ctx: DurableContext, languag
       const result = await ctx.modelStep(
         name,
         async ({ signal }) => encode(generated(await inner.doGenerate({ ...params, abortSignal: anySignal(params.abortSignal, signal) }))),
-        { input: callInput(params), usage: (r) => toUsage((decode(r) as LanguageModelV3GenerateResult).usage) },
+        // Aborted while waiting for the answer: the prompt was sent (and is counted), nothing came back.
+        { input: callInput(params), usage: (r) => toUsage((decode(r) as LanguageModelV3GenerateResult).usage), partial: () => ({ text: "", inputChars: promptChars(params) }) },
       );
       return decode(result) as LanguageModelV3GenerateResult;
     },
     wrapStream: async ({ params: asked, model: inner }) => {
       const params = await steered.apply(asked);
+      // The parts read so far: what an aborted stream had produced counts against the budgets.
+      const received: LanguageModelV3StreamPart[] = [];
       const parts = await ctx.modelStep(
         name,
         async ({ signal }) => {
+          received.length = 0;
           const { stream } = await inner.doStream({ ...params, abortSignal: anySignal(params.abortSignal, signal) });
-          return encode(await readAll(stream, signal));
+          return encode(await readAll(stream, signal, received));
         },
-        { input: callInput(params), usage: (encoded) => toUsage(finishOf(decode(encoded) as LanguageModelV3StreamPart[])?.usage) },
+        {
+          input: callInput(params),
+          usage: (encoded) => toUsage(finishOf(decode(encoded) as LanguageModelV3StreamPart[])?.usage),
+          partial: () => ({ text: streamedText(received), inputChars: promptChars(params) }),
+        },
       );
       return { stream: replay(decode(parts) as LanguageModelV3StreamPart[]) };
     },
@@ -130,12 +138,23 @@ function finishOf(parts: LanguageModelV3StreamPart[]): (LanguageModelV3StreamPar
   return parts.find((p): p is LanguageModelV3StreamPart & { type: "finish" } => p.type === "finish");
 }
 
-async function readAll(stream: ReadableStream<LanguageModelV3StreamPart>, signal: AbortSignal): Promise<LanguageModelV3StreamPart[]> {
+/** The text and reasoning a stream's parts carried (what an aborted stream had produced). */
+function streamedText(parts: readonly LanguageModelV3StreamPart[]): string {
+  let text = "";
+  for (const part of parts) if (part.type === "text-delta" || part.type === "reasoning-delta" || part.type === "tool-input-delta") text += part.delta;
+  return text;
+}
+
+/** The size of what a call sends: its prompt and the tools offered. */
+function promptChars(params: LanguageModelV3CallOptions): number {
+  return JSON.stringify(params.prompt).length + (params.tools ? JSON.stringify(params.tools).length : 0);
+}
+
+async function readAll(stream: ReadableStream<LanguageModelV3StreamPart>, signal: AbortSignal, parts: LanguageModelV3StreamPart[]): Promise<LanguageModelV3StreamPart[]> {
   const reader = stream.getReader();
   // A provider that ignores its signal still stops: cancelling the reader cancels the response body.
   const onAbort = () => void reader.cancel(signal.reason).catch(() => undefined);
   signal.addEventListener("abort", onAbort, { once: true });
-  const parts: LanguageModelV3StreamPart[] = [];
   try {
     for (;;) {
       const next = await reader.read();

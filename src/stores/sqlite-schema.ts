@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { crc32 } from "node:zlib";
 import { TetherError } from "../engine/errors.js";
-import type { JournalType } from "../engine/store.js";
+import type { JournalType, SnapshotHead } from "../engine/store.js";
 
 /**
  * The SQLite store's tables (layout 5, recorded in `PRAGMA user_version`).
@@ -272,4 +272,36 @@ export function rowChecksum(row: ChecksummedRow): number {
 /** Whether a row read back (with `crc`) is the row that was written. */
 export function rowIntact(row: ChecksummedRow & { crc: number | null }): boolean {
   return row.crc !== null && row.crc === rowChecksum(row);
+}
+
+/** The snapshot columns of a journal entry that carries a snapshot. */
+export interface SnapshotRow {
+  k: number;
+  at: number;
+  snap_seq: number;
+  snap_step: number;
+  msg_count: number;
+  /** An integer, unless the row was written by an older snapshot schema (or tampered with). */
+  chain: number | string;
+  checksum: Buffer | string;
+  schema_version: number;
+  snap_at: number | null;
+  vars: string | null;
+  /** Key of the entry holding the vars in force; NULL when it is this one. */
+  vars_key: number | null;
+}
+
+/** A snapshot's head as the engine reads it, from its row (`from`: the run's first key) and the seq of the snapshot holding its vars. */
+export function snapshotHeadOf(row: SnapshotRow, from: number, varsSeq: number): SnapshotHead {
+  return {
+    seq: row.snap_seq,
+    step: row.snap_step,
+    messageCount: row.msg_count,
+    chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
+    checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
+    schemaVersion: row.schema_version,
+    at: row.snap_at ?? row.at,
+    varsSeq,
+    entrySeq: (row.k - from) / 2,
+  };
 }

@@ -39,8 +39,10 @@ import {
   rowChecksum,
   rowIntact,
   rowKey,
+  snapshotHeadOf,
   updatedBucket,
   type ChecksummedRow,
+  type SnapshotRow,
 } from "./sqlite-schema.js";
 
 const snapshotColumns = `${checksummedColumns}, vars`;
@@ -471,22 +473,12 @@ export class SqliteStore implements Store {
     const [from, to] = [rowKey(rk, 0), rowKey(rk + 1, 0)];
     const row = (
       options.atStep === undefined ? this.statements.latestSnapshot.get(from, to) : this.statements.snapshotAtStep.get(from, to, options.atStep)
-    ) as SnapshotRow | undefined;
+    ) as StoredSnapshotRow | undefined;
     if (!row) throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
     if (!rowIntact(row)) throw new SnapshotCorruptError(runId, `journal entry ${(row.k - from) / 2}, which carries snapshot ${row.snap_seq}, fails its checksum`);
     const varsRow = (row.vars_key === null ? row : this.statements.snapshotVars.get(row.vars_key)) as { vars: string | null; snap_seq: number | null } | undefined;
     if (!varsRow || varsRow.vars === null || varsRow.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    const head: SnapshotHead = {
-      seq: row.snap_seq,
-      step: row.snap_step,
-      messageCount: row.msg_count,
-      chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
-      checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
-      schemaVersion: row.schema_version,
-      at: row.snap_at ?? row.at,
-      varsSeq: varsRow.snap_seq,
-      entrySeq: (row.k - from) / 2,
-    };
+    const head = snapshotHeadOf(row, from, varsRow.snap_seq);
     // The snapshot's chain is a checksum over every message body in order: when the bodies read
     // give the chain the head names, they are intact, and the rows' own checksums are only read
     // to say which row is damaged when they do not.
@@ -714,17 +706,5 @@ interface RowState {
 type StoredRow = ChecksummedRow & { crc: number | null };
 
 /** A journal entry that carries a snapshot. */
-interface SnapshotRow extends StoredRow {
-  snap_seq: number;
-  snap_step: number;
-  msg_count: number;
-  /** An integer, unless the row was written by an older snapshot schema (or tampered with). */
-  chain: number | string;
-  checksum: Buffer | string;
-  schema_version: number;
-  snap_at: number | null;
-  vars: string | null;
-  /** Key of the entry holding the vars in force; NULL when it is this one. */
-  vars_key: number | null;
-}
+type StoredSnapshotRow = SnapshotRow & StoredRow;
 

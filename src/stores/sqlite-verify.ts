@@ -2,7 +2,7 @@ import Database from "better-sqlite3";
 import { existsSync } from "node:fs";
 import { restoreState } from "../engine/snapshot.js";
 import type { StoredState } from "../engine/store.js";
-import { checksummedColumns, journalTypeOf, messagesInRows, perRun, rowIntact, storeLayout, type ChecksummedRow } from "./sqlite-schema.js";
+import { checksummedColumns, journalTypeOf, messagesInRows, perRun, rowIntact, snapshotHeadOf, storeLayout, type ChecksummedRow, type SnapshotRow } from "./sqlite-schema.js";
 
 /** One damaged thing in a store file: a run's row, a table's row, or the file itself. */
 export interface StoreDamage {
@@ -177,16 +177,7 @@ function verifySnapshots(db: Database.Database, runIds: readonly string[], repor
     }
     const vars = (row.vars_key === null ? row : varsAt.get(row.vars_key)) as { vars: string | null; snap_seq: number } | undefined;
     const stored: StoredState = {
-      head: {
-        seq: row.snap_seq,
-        step: row.snap_step,
-        messageCount: row.msg_count,
-        chain: typeof row.chain === "number" ? row.chain.toString(16).padStart(8, "0") : String(row.chain),
-        checksum: Buffer.isBuffer(row.checksum) ? row.checksum.toString("hex") : String(row.checksum),
-        schemaVersion: row.schema_version,
-        at: row.snap_at ?? row.at,
-        varsSeq: vars?.snap_seq ?? 0,
-      },
+      head: snapshotHeadOf(row, base, vars?.snap_seq ?? 0),
       varsJson: vars?.vars ?? "",
       messages: [],
     };
@@ -200,16 +191,3 @@ function verifySnapshots(db: Database.Database, runIds: readonly string[], repor
   }
 }
 
-interface SnapshotRow {
-  k: number;
-  at: number;
-  snap_seq: number;
-  snap_step: number;
-  msg_count: number;
-  chain: number | string;
-  checksum: Buffer | string;
-  schema_version: number;
-  snap_at: number | null;
-  vars: string | null;
-  vars_key: number | null;
-}

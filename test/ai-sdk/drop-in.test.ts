@@ -66,7 +66,14 @@ describe("an AI SDK streamText agent made durable with ctx.aiSdk", () => {
       [2, "model", "wire:wire-model"],
       [3, "tool", "lookup"],
     ]);
-    expect(journal.find((e) => e.type === "call.aborted")).toMatchObject({ callSeq: 5, data: { kind: "model", reason: "pause" } });
+    const aborted = journal.find((e) => e.type === "call.aborted")!;
+    expect(aborted).toMatchObject({ callSeq: 5, data: { kind: "model", reason: "pause" } });
+    // What the stream had produced before the pause still cost tokens: counted, estimated from what was streamed.
+    expect(aborted.data).toMatchObject({ estimated: true, streamedChars: expect.any(Number) });
+    const partialTokens = (aborted.data.usage as { outputTokens: number }).outputTokens;
+    expect(partialTokens).toBe(Math.ceil((aborted.data.streamedChars as number) / 4));
+    expect(partialTokens).toBeGreaterThan(0);
+    expect(paused.usage.outputTokens).toBeGreaterThanOrEqual(partialTokens);
     await a.close();
 
     // Another process resumes it: the first turn and the tool replay from the journal; only the aborted turn is asked again.
