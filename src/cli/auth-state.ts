@@ -18,7 +18,7 @@ interface AuthState {
   updatedAt: string;
 }
 
-export class TokensMissingError extends TetherError {
+export class TokensMissingError extends TetherError<"tokens_missing"> {
   constructor(dbPath: string, missing: string[]) {
     super(
       "tokens_missing",

@@ -1,23 +1,21 @@
-const marker = Symbol.for("tether.client-error");
+import { TetherError, type ErrorCode, type ErrorDetails } from "../engine/errors.js";
 
-/** An API error as the server sent it (`{"error":{"code","message"}}`), or `unreachable` (status 0). */
-export class TetherClientError extends Error {
-  readonly [marker] = true;
-  readonly code: string;
-  /** The HTTP status; 0 when the server could not be reached. */
-  readonly status: number;
-  readonly details: Record<string, unknown> | undefined;
+/**
+ * @deprecated The client throws the library's classes (`TetherError` and its subclasses, with
+ * `status`); catch those. Kept so code written for 0.1 compiles: `TetherClientError.isInstance`
+ * is true of any error the client received, and `new TetherClientError(code, status, message)`
+ * still builds one.
+ */
+export class TetherClientError extends TetherError {
+  declare readonly status: number;
 
   constructor(code: string, status: number, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
-    super(message, options);
+    super(code as ErrorCode, message, details as ErrorDetails[ErrorCode], { cause: options?.cause, status });
     this.name = "TetherClientError";
-    this.code = code;
-    this.status = status;
-    this.details = details;
   }
 
-  /** Survives duplicate copies of the package, unlike `instanceof`. */
-  static isInstance(value: unknown): value is TetherClientError {
-    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+  /** Any Tether error that came through the HTTP client (it has a `status`). */
+  static override isInstance<C extends ErrorCode = ErrorCode>(value: unknown, code?: C): value is TetherError<C> & { status: number } {
+    return TetherError.isInstance(value, code) && typeof value.status === "number";
   }
 }

@@ -27,7 +27,8 @@ import type {
   StateResponse,
   UnhaltResponse,
 } from "../server/api-types.js";
-import { TetherClientError } from "./client-error.js";
+import { TetherError } from "../engine/errors.js";
+import { receivedError } from "./received-error.js";
 import { SseParser, type SseMessage } from "./sse-parser.js";
 
 export type FetchLike = (request: Request) => Response | Promise<Response>;
@@ -261,7 +262,7 @@ export class TetherClient {
       }
       if (signal?.aborted || options.reconnect === false) return;
       if (++failures >= maxReconnectFailures) {
-        throw new TetherClientError("unreachable", 0, `the event stream from ${this.baseUrl} kept dropping`);
+        throw new TetherError("unreachable", `the event stream from ${this.baseUrl} kept dropping`, { baseUrl: this.baseUrl }, { status: 0 });
       }
       await sleep(Math.min(2_000, 100 * 2 ** failures), signal);
     }
@@ -278,19 +279,19 @@ export class TetherClient {
     } catch (error) {
       if (error instanceof Error && error.name === "AbortError") throw error;
       const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : error instanceof Error ? `: ${error.message}` : "";
-      throw new TetherClientError("unreachable", 0, `cannot reach the Tether server at ${this.baseUrl}${cause}`, undefined, { cause: error });
+      throw new TetherError("unreachable", `cannot reach the Tether server at ${this.baseUrl}${cause}`, { baseUrl: this.baseUrl }, { status: 0, cause: error });
     }
   }
 
-  private async errorFrom(response: Response): Promise<TetherClientError> {
+  private async errorFrom(response: Response): Promise<TetherError> {
     const text = await response.text().catch(() => "");
     try {
       const body = JSON.parse(text) as ErrorBody;
-      if (body?.error?.code) return new TetherClientError(body.error.code, response.status, body.error.message, body.error.details);
+      if (body?.error?.code) return receivedError(body.error.code, body.error.message, body.error.details, { status: response.status });
     } catch {
       // Not one of ours (a proxy's page): report the status.
     }
-    return new TetherClientError("http_error", response.status, `the server answered ${response.status} ${response.statusText}${text ? `: ${text.slice(0, 200)}` : ""}`);
+    return new TetherError("http_error", `the server answered ${response.status} ${response.statusText}${text ? `: ${text.slice(0, 200)}` : ""}`, { status: response.status }, { status: response.status });
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {

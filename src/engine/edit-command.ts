@@ -1,6 +1,6 @@
 import type { AgentDefinition } from "./agent.js";
 import { getRun, type ControlHost } from "./control-command.js";
-import { IllegalTransitionError, TetherError } from "./errors.js";
+import { IllegalTransitionError, RunHaltedError, TetherError } from "./errors.js";
 import type { Json } from "./json.js";
 import { restoreState } from "./snapshot.js";
 import type { AgentState } from "./state.js";
@@ -38,6 +38,8 @@ export async function editPausedRun(host: ControlHost, runId: string, edits: { m
   for (let attempt = 0; ; attempt++) {
     if (attempt > 50) throw new TetherError("store_error", `run ${runId} kept changing while its state was being edited`);
     const run = await getRun(ctx, runId);
+    // A halted run answers every command the same way: `halted`, lift the halt first.
+    if (run.status === "halted") throw new RunHaltedError(runId, "edit the state of");
     if (run.status !== "paused") throw new IllegalTransitionError(runId, "edit the state of", run.status);
     const now = ctx.clock.now();
     const { state, writer } = restoreState(runId, await ctx.store.loadState(runId));

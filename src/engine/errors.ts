@@ -1,7 +1,12 @@
 /**
  * One base class, one subclass per condition. The `code` is stable and travels out through
- * HTTP (`{"error":{"code","message"}}`) and CLI exit codes.
+ * HTTP (`{"error":{"code","message","details"}}`) and CLI exit codes; the HTTP client throws the
+ * same classes (`src/client/received-error.ts`), and `details` is typed per code (`ErrorDetails`).
  */
+import type { ErrorDetails, InheritedEffectDetail, InheritingForkDetail, InputIssue } from "./error-details.js";
+
+export type { ErrorDetails, InheritedEffectDetail, InheritingForkDetail, InputIssue } from "./error-details.js";
+
 const marker = Symbol.for("tether.error");
 
 export const errorCodes = [
@@ -41,54 +46,76 @@ export const errorCodes = [
   "wait_timeout",
   "not_found",
   "missing_dependency",
-] as const;
+  "internal_error",
+  "unreachable",
+  "http_error",
+] as const satisfies readonly (keyof ErrorDetails)[];
 
 export type ErrorCode = (typeof errorCodes)[number];
 
-export class TetherError extends Error {
-  readonly [marker] = true;
-  readonly code: ErrorCode;
-  readonly details: Record<string, unknown> | undefined;
+export interface TetherErrorOptions {
+  cause?: unknown;
+  /** The HTTP status the error came with, when `TetherClient` received it (0: the server was not reached). */
+  status?: number;
+}
 
-  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
-    super(message, options);
+export class TetherError<C extends ErrorCode = ErrorCode> extends Error {
+  readonly [marker] = true;
+  readonly code: C;
+  readonly details: ErrorDetails[C];
+  /** The HTTP status, on an error `TetherClient` received (0 when the server could not be reached); undefined when thrown in this process. */
+  readonly status: number | undefined;
+
+  constructor(code: C, message: string, details?: ErrorDetails[C], options?: TetherErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "TetherError";
     this.code = code;
-    this.details = details;
+    this.details = details as ErrorDetails[C];
+    this.status = options?.status;
   }
 
-  /** Survives duplicate copies of the package, unlike `instanceof`. */
-  static isInstance(value: unknown): value is TetherError {
-    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+  /**
+   * Survives duplicate copies of the package, unlike `instanceof`. With a `code`, also narrows
+   * `details` to that code's shape.
+   */
+  static isInstance<C extends ErrorCode = ErrorCode>(value: unknown, code?: C): value is TetherError<C> {
+    if (typeof value !== "object" || value === null || (value as Record<symbol, unknown>)[marker] !== true) return false;
+    return code === undefined || (value as TetherError).code === code;
   }
 
-  toJSON(): { code: ErrorCode; message: string; details?: Record<string, unknown> } {
+  toJSON(): { code: C; message: string; details?: ErrorDetails[C] } {
     return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message };
   }
 }
 
-export class RunNotFoundError extends TetherError {
+/** Issues as zod reports them (`path` a list) or already joined, as `details.issues` carries them. */
+function inputIssues(issues: readonly { path: string | readonly PropertyKey[]; message: string }[] | undefined): { issues: InputIssue[] } | undefined {
+  if (issues === undefined) return undefined;
+  return { issues: issues.map((i) => ({ path: typeof i.path === "string" ? i.path : i.path.map(String).join("."), message: i.message })) };
+}
+
+export class RunNotFoundError extends TetherError<"run_not_found"> {
   constructor(runId: string) {
     super("run_not_found", `run ${runId} does not exist`, { runId });
     this.name = "RunNotFoundError";
   }
 }
 
-export class IllegalTransitionError extends TetherError {
+export class IllegalTransitionError extends TetherError<"illegal_transition"> {
   constructor(runId: string, command: string, currentStatus: string, hint?: string) {
     super("illegal_transition", `cannot ${command} run ${runId}: it is ${currentStatus}${hint ? `; ${hint}` : ""}`, { runId, command, currentStatus });
     this.name = "IllegalTransitionError";
   }
 }
 
-export class StaleSnapshotError extends TetherError {
+export class StaleSnapshotError extends TetherError<"stale_snapshot"> {
   constructor(runId: string, reasons: string[]) {
     super("stale_snapshot", `run ${runId} has a stale snapshot: ${reasons.join("; ")} (refresh it, or resume with force)`, { runId, reasons });
     this.name = "StaleSnapshotError";
   }
 }
 
-export class SnapshotCorruptError extends TetherError {
+export class SnapshotCorruptError extends TetherError<"snapshot_corrupt"> {
   constructor(runId: string, problem: string) {
     super("snapshot_corrupt", `run ${runId} cannot resume: its snapshot is corrupt (${problem}); nothing was deleted`, { runId, problem });
     this.name = "SnapshotCorruptError";
@@ -96,28 +123,28 @@ export class SnapshotCorruptError extends TetherError {
 }
 
 /** Rows of a store that fail their checksum or cannot be read: reported, never deleted or repaired. */
-export class StoreCorruptError extends TetherError {
+export class StoreCorruptError extends TetherError<"store_corrupt"> {
   constructor(location: string, problem: string, details: Record<string, unknown> = {}) {
     super("store_corrupt", `the store at ${location} is damaged: ${problem}; nothing was deleted (\`tether verify\` lists every damaged row)`, { location, problem, ...details });
     this.name = "StoreCorruptError";
   }
 }
 
-export class InvalidStatePatchError extends TetherError {
-  constructor(message: string, issues?: unknown) {
-    super("invalid_state_patch", message, issues === undefined ? undefined : { issues });
+export class InvalidStatePatchError extends TetherError<"invalid_state_patch"> {
+  constructor(message: string, issues?: readonly { path: string | readonly PropertyKey[]; message: string }[]) {
+    super("invalid_state_patch", message, inputIssues(issues));
     this.name = "InvalidStatePatchError";
   }
 }
 
-export class InvalidInputError extends TetherError {
-  constructor(message: string, issues?: unknown) {
-    super("invalid_input", message, issues === undefined ? undefined : { issues });
+export class InvalidInputError extends TetherError<"invalid_input"> {
+  constructor(message: string, issues?: readonly { path: string | readonly PropertyKey[]; message: string }[]) {
+    super("invalid_input", message, inputIssues(issues));
     this.name = "InvalidInputError";
   }
 }
 
-export class UnknownAgentError extends TetherError {
+export class UnknownAgentError extends TetherError<"unknown_agent"> {
   /**
    * `source`: where the process that refused got its agents (`tether.config.ts`, an `--agents`
    * module, the bundled examples), when it loaded them from a file rather than from code.
@@ -135,14 +162,14 @@ export class UnknownAgentError extends TetherError {
   }
 }
 
-export class UnknownModelError extends TetherError {
+export class UnknownModelError extends TetherError<"unknown_model"> {
   constructor(spec: string, providers: string[]) {
     super("unknown_model", `unknown model "${spec}"; providers: ${providers.join(", ")}`, { spec, providers });
     this.name = "UnknownModelError";
   }
 }
 
-export class UncertainEffectError extends TetherError {
+export class UncertainEffectError extends TetherError<"uncertain_effect"> {
   constructor(runId: string, callSeq: number, toolName: string) {
     super(
       "uncertain_effect",
@@ -153,7 +180,7 @@ export class UncertainEffectError extends TetherError {
   }
 }
 
-export class HaltedError extends TetherError {
+export class HaltedError extends TetherError<"halted"> {
   constructor(scope: string) {
     super("halted", `a halt is in force (${scope}); no run starts until it is lifted`, { scope });
     this.name = "HaltedError";
@@ -161,22 +188,22 @@ export class HaltedError extends TetherError {
 }
 
 /** A command on a run the kill switch holds: the same code, `halted`, as a start refused by a halt. */
-export class RunHaltedError extends TetherError {
+export class RunHaltedError extends TetherError<"halted"> {
   constructor(runId: string, command: string) {
     super("halted", `cannot ${command} run ${runId}: it is halted (the kill switch); lift the halt (unhalt), which leaves it paused, then ${command} it`, { runId, command, currentStatus: "halted" });
     this.name = "RunHaltedError";
   }
 }
 
-export class LeaseLostError extends TetherError {
+export class LeaseLostError extends TetherError<"lease_lost"> {
   constructor(runId: string) {
     super("lease_lost", `this worker no longer holds run ${runId}`, { runId });
     this.name = "LeaseLostError";
   }
 }
 
-export class ModelCallError extends TetherError {
-  constructor(message: string, details?: Record<string, unknown>, cause?: unknown) {
+export class ModelCallError extends TetherError<"model_error"> {
+  constructor(message: string, details?: ErrorDetails["model_error"], cause?: unknown) {
     super("model_error", message, details, { cause });
     this.name = "ModelCallError";
   }
@@ -186,7 +213,7 @@ export class ModelCallError extends TetherError {
  * A feature needs an optional package that is not installed (a model provider, the MCP SDK, the
  * AI SDK, tsx for a TypeScript config, playwright-core): the message says what to `npm install`.
  */
-export class MissingDependencyError extends TetherError {
+export class MissingDependencyError extends TetherError<"missing_dependency"> {
   constructor(packageName: string, feature: string, install: string, cause?: unknown) {
     super("missing_dependency", `${feature} needs the package ${packageName}, which is not installed: run \`npm install ${install}\``, { package: packageName, feature, install: `npm install ${install}` }, { cause });
     this.name = "MissingDependencyError";
@@ -197,14 +224,14 @@ export class MissingDependencyError extends TetherError {
  * Thrown by a tool whose backend went away (an MCP server that died, a lost connection): the
  * call fails, the state does not advance, and the run pauses so a person can fix it and resume.
  */
-export class ToolUnavailableError extends TetherError {
+export class ToolUnavailableError extends TetherError<"tool_unavailable"> {
   constructor(toolName: string, message: string, cause?: unknown) {
     super("tool_unavailable", `tool ${toolName} is unavailable: ${message}`, { toolName }, { cause });
     this.name = "ToolUnavailableError";
   }
 }
 
-export class WaitTimeoutError extends TetherError {
+export class WaitTimeoutError extends TetherError<"wait_timeout"> {
   constructor(runId: string, timeoutMs: number, status: string) {
     super("wait_timeout", `timed out after ${timeoutMs} ms waiting for run ${runId} (it is ${status})`, { runId, timeoutMs, status });
     this.name = "WaitTimeoutError";
@@ -212,7 +239,7 @@ export class WaitTimeoutError extends TetherError {
 }
 
 /** A resume of a run paused by a budget that the run still exceeds: it would pause again at once. */
-export class BudgetExceededError extends TetherError {
+export class BudgetExceededError extends TetherError<"budget_exceeded"> {
   constructor(runId: string, budget: string) {
     super(
       "budget_exceeded",
@@ -224,7 +251,7 @@ export class BudgetExceededError extends TetherError {
 }
 
 /** A second decision on an uncertain call that a person already decided. */
-export class AlreadyDecidedError extends TetherError {
+export class AlreadyDecidedError extends TetherError<"already_decided"> {
   constructor(runId: string, callSeq: number, decision: string, actor: string) {
     super("already_decided", `call ${callSeq} of run ${runId} was already decided (${decision}, by ${actor}); a decision is final`, { runId, callSeq, decision, actor });
     this.name = "AlreadyDecidedError";
@@ -232,7 +259,7 @@ export class AlreadyDecidedError extends TetherError {
 }
 
 /** A decision on a run that has no call waiting for approval (or none with that call sequence). */
-export class NoPendingApprovalError extends TetherError {
+export class NoPendingApprovalError extends TetherError<"no_pending_approval"> {
   constructor(runId: string, callSeq?: number, pending: number[] = [], status?: string) {
     const now = status ? ` (it is ${status})` : "";
     super(
@@ -247,7 +274,7 @@ export class NoPendingApprovalError extends TetherError {
 }
 
 /** A resume of a run whose calls still wait for a person's approval: approve or reject them instead. */
-export class ApprovalPendingError extends TetherError {
+export class ApprovalPendingError extends TetherError<"approval_pending"> {
   constructor(runId: string, pending: { callSeq: number; tool: string }[]) {
     super(
       "approval_pending",
@@ -259,7 +286,7 @@ export class ApprovalPendingError extends TetherError {
 }
 
 /** A paused run started under another version of its agent than the one that would continue it. */
-export class VersionMismatchError extends TetherError {
+export class VersionMismatchError extends TetherError<"version_mismatch"> {
   constructor(runId: string, agent: string, runVersion: string, currentVersion: string, command = "resume") {
     super(
       "version_mismatch",
@@ -270,19 +297,9 @@ export class VersionMismatchError extends TetherError {
   }
 }
 
-/** What a live fork relies on: the fork, the step of the cancelled run it came from, and the effects of that run it inherited. */
-export interface InheritingForkDetail {
-  runId: string;
-  status: string;
-  fromStep: number;
-  effects: number[];
-}
-
 /** A cancel that would undo effects a live fork inherited, without saying whether to: compensate them anyway, or keep them. */
-export class ForkInheritsEffectsError extends TetherError {
-  declare readonly details: { runId: string; forks: InheritingForkDetail[]; effects: { callSeq: number; tool: string; forks: string[] }[] };
-
-  constructor(runId: string, forks: InheritingForkDetail[], effects: { callSeq: number; tool: string; forks: string[] }[]) {
+export class ForkInheritsEffectsError extends TetherError<"fork_inherits_effects"> {
+  constructor(runId: string, forks: InheritingForkDetail[], effects: InheritedEffectDetail[]) {
     const forkList = forks.map((f) => `${f.runId} (${f.status}, from step ${f.fromStep})`).join(", ");
     const effectList = effects.map((e) => `${e.tool} (call ${e.callSeq})`).join(", ");
     super(

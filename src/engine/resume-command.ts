@@ -30,7 +30,7 @@ export interface ResumeOptions extends ControlOptions {
    * A person's decision on an uncertain effect: `retry` it, `skip` it, or say it is `done`, which
    * needs the result it had (`result`) or an explicit `noResult: true`. A decision is final.
    */
-  resolve?: { action: "retry" | "skip" | "done"; result?: Json; noResult?: boolean };
+  resolve?: "retry" | "skip" | "done" | { action: "retry" | "skip" | "done"; result?: Json; noResult?: boolean };
   budgets?: Budgets;
 }
 
@@ -41,13 +41,15 @@ export interface ResumeOptions extends ControlOptions {
  */
 export async function resumeRun(host: ControlHost, runId: string, options: ResumeOptions): Promise<RunRecord> {
   const ctx = host.ctx;
+  // The HTTP API's shorthand too: `resolve: "retry"` is `{ action: "retry" }`.
+  const resolve = typeof options.resolve === "string" ? { action: options.resolve, result: undefined, noResult: undefined } : options.resolve;
   const command = newCommand(ctx, "resume", runId, options, {
     ...(options.force ? { force: true } : {}),
     ...(options.message !== undefined ? { message: true } : {}),
     ...(options.patch !== undefined ? { patch: true } : {}),
-    ...(options.resolve ? { resolve: options.resolve.action } : {}),
+    ...(resolve ? { resolve: resolve.action } : {}),
   });
-  if (options.resolve?.action === "done" && options.resolve.result === undefined && !options.resolve.noResult) {
+  if (resolve?.action === "done" && resolve.result === undefined && !resolve.noResult) {
     throw new InvalidInputError(`resolving call as done needs the result the effect had (result), or an explicit noResult: true; the agent continues with it as the call's result`);
   }
   // Whether the write that was applied also claimed the run for this process.
@@ -55,8 +57,8 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
   const run = await applyControl(host, runId, command, async (current, now) => {
     claimedInline = false;
     const decided = current.inflight?.resolution;
-    if (options.resolve && decided && current.inflight) return { refuse: new AlreadyDecidedError(runId, current.inflight.callSeq, decided.action, decided.actor) };
-    if (options.resolve && !current.inflight?.uncertain) {
+    if (resolve && decided && current.inflight) return { refuse: new AlreadyDecidedError(runId, current.inflight.callSeq, decided.action, decided.actor) };
+    if (resolve && !current.inflight?.uncertain) {
       // Decided, and the decision already carried out: the journal's recent entries say so.
       const recent = await ctx.store.readJournal(runId, { afterSeq: Math.max(0, current.journalSeq - 200), limit: 200 });
       const resolved = recent.findLast((e) => e.type === "call.resolved");
@@ -68,7 +70,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     }
     if (current.status === "halted") return { refuse: new RunHaltedError(runId, "resume") };
     if (current.status !== "paused") return { refuse: new IllegalTransitionError(runId, "resume", current.status) };
-    if (current.inflight?.uncertain && !options.resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
+    if (current.inflight?.uncertain && !resolve) return { refuse: new UncertainEffectError(runId, current.inflight.callSeq, current.inflight.name) };
     const awaiting = undecided(current);
     if (awaiting.length) return { refuse: new ApprovalPendingError(runId, awaiting.map((a) => ({ callSeq: a.callSeq, tool: a.tool }))) };
     const agent = ctx.agents.get(current.agent);
@@ -97,7 +99,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     }
     const edits = restored ? editState(agent, restored.state, command.actor, { message: options.message, patch: options.patch }, now) : undefined;
     if (edits) journal.push(...edits.journal);
-    if (options.resolve && !current.inflight?.uncertain) {
+    if (resolve && !current.inflight?.uncertain) {
       return { refuse: new InvalidInputError(`run ${runId} has no uncertain effect to resolve`) };
     }
     // Paused by a budget it still exceeds: resuming would pause again at once, unless this command raises it.
@@ -123,7 +125,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
           ...(options.budgets ? { budgets: { ...current.budgets, ...options.budgets } } : {}),
           // A person looked at the repeated failures: the count starts again.
           ...(current.guard.failures ? { guard: { ...current.guard, failures: 0, recentFailures: [] } } : {}),
-          ...(options.resolve && current.inflight ? resolvedCalls(current, { action: options.resolve.action, result: options.resolve.result ?? null, actor: command.actor }) : {}),
+          ...(resolve && current.inflight ? resolvedCalls(current, { action: resolve.action, result: resolve.result ?? null, actor: command.actor }) : {}),
         },
         journal: [...journal, statusEntry(now, "paused", "running", options.reason ?? null, { actor: command.actor })],
         ...(changed && restored && edits ? { snapshot: restored.writer.prepare(edits.state, current.step, now) } : {}),

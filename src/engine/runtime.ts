@@ -235,12 +235,14 @@ export class Runtime {
   }
 
   /**
-   * Deletes terminal runs (completed, failed, cancelled) last updated before `before`, with
-   * everything they own, in batches that let running work go on; never a run that is not terminal.
+   * Deletes terminal runs (completed, failed, cancelled) last updated before `before` (or more than
+   * `olderThanMs` ago), with everything they own, in batches that let running work go on; never a
+   * run that is not terminal.
    */
-  prune(options: PruneOptions): Promise<PruneReport> {
-    if (!Number.isFinite(options.before)) throw new TetherError("invalid_input", "prune needs a time bound: terminal runs last updated before it are removed");
-    return this.store.prune(options);
+  prune(options: Omit<PruneOptions, "before"> & { before?: number; olderThanMs?: number }): Promise<PruneReport> {
+    const before = options.before ?? (options.olderThanMs === undefined ? Number.NaN : this.clock.now() - options.olderThanMs);
+    if (!Number.isFinite(before)) throw new TetherError("invalid_input", "prune needs a time bound (before, or olderThanMs): terminal runs last updated before it are removed");
+    return this.store.prune({ before, dryRun: options.dryRun, batchSize: options.batchSize });
   }
 
   stopWorker(): void {
@@ -273,9 +275,10 @@ export class Runtime {
     return this.store.listRuns(filter);
   }
 
-  async journal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
+  /** Journal entries after seq `after` (default: from the start), at most `limit`; `TetherClient.journal` takes the same options. */
+  async journal(runId: string, options: { after?: number; limit?: number; /** @deprecated Use `after`. */ afterSeq?: number } = {}): Promise<JournalEntry[]> {
     await this.get(runId);
-    return this.store.readJournal(runId, options);
+    return this.store.readJournal(runId, { afterSeq: options.after ?? options.afterSeq, limit: options.limit });
   }
 
   /** The verified state at the latest snapshot (or at a step). */
@@ -435,9 +438,14 @@ export class Runtime {
     return expireAllApprovals(this.host);
   }
 
-  /** Adds a message or applies a state patch to a paused run, without resuming it. */
-  async editPaused(runId: string, edits: { message?: string; patch?: unknown; actor?: string }): Promise<RunRecord> {
+  /** Adds a message or applies a state patch to a paused run, without resuming it (`POST /runs/:id/state`). */
+  async editState(runId: string, edits: { message?: string; patch?: unknown; actor?: string }): Promise<RunRecord> {
     return editPausedRun(this.host, runId, edits);
+  }
+
+  /** @deprecated Renamed `editState`, the name `TetherClient` has too. */
+  editPaused(runId: string, edits: { message?: string; patch?: unknown; actor?: string }): Promise<RunRecord> {
+    return this.editState(runId, edits);
   }
 
   /**

@@ -87,7 +87,7 @@ describe("waitingForPerson on real runs", () => {
     const budgeted = await rt.start("plain", "think", { budgets: { maxSteps: 1 }, model: "simulated:sim-1?tps=Infinity" });
     const stopped = await rt.waitFor(budgeted.id, ["paused"]);
     expect(waitingForPerson(stopped)).toEqual({ reason: "budget_steps", detail: stopped.statusReason });
-    const start = await findWaitStart(stopped, (after, limit) => rt.journal(budgeted.id, { afterSeq: after, limit }));
+    const start = await findWaitStart(stopped, (after, limit) => rt.journal(budgeted.id, { after, limit }));
     expect(start).toMatchObject({ type: "status", data: { from: "pausing", to: "paused" } });
     expect(start!.at).toBeLessThanOrEqual(stopped.updatedAt);
 

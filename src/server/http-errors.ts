@@ -55,28 +55,28 @@ export function errorResponse(c: Context, error: unknown): Response {
   return c.json(errorBody("internal_error", `the server failed: ${message}`), 500);
 }
 
-export class UnauthorizedError extends TetherError {
+export class UnauthorizedError extends TetherError<"unauthorized"> {
   constructor(message: string) {
     super("unauthorized", message);
     this.name = "UnauthorizedError";
   }
 }
 
-export class ForbiddenError extends TetherError {
+export class ForbiddenError extends TetherError<"forbidden"> {
   constructor(message: string) {
     super("forbidden", message);
     this.name = "ForbiddenError";
   }
 }
 
-export class PayloadTooLargeError extends TetherError {
+export class PayloadTooLargeError extends TetherError<"payload_too_large"> {
   constructor(maxBytes: number) {
     super("payload_too_large", `the request body is larger than ${maxBytes} bytes`, { maxBytes });
     this.name = "PayloadTooLargeError";
   }
 }
 
-export class RouteNotFoundError extends TetherError {
+export class RouteNotFoundError extends TetherError<"not_found"> {
   constructor(method: string, path: string) {
     super("not_found", `no route ${method} ${path}; see docs/http-api.md`, { method, path });
     this.name = "RouteNotFoundError";

@@ -78,7 +78,7 @@ export const routeDocs: RouteDoc[] = [
     errors: ["run_not_found", "illegal_transition", "stale_snapshot", "snapshot_corrupt", "uncertain_effect", "invalid_state_patch", "halted", "approval_pending", "version_mismatch"],
   },
   { method: "post", path: "/runs/{id}/cancel", summary: "Cancel a run; its effects are compensated (inherited: compensate|keep when a live fork inherited some)", role: "operator", body: cancelBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "fork_inherits_effects"] },
-  { method: "post", path: "/runs/{id}/state", summary: "Edit a paused run's state: add a message, patch its vars", role: "operator", body: editStateBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "invalid_state_patch"] },
+  { method: "post", path: "/runs/{id}/state", summary: "Edit a paused run's state: add a message, patch its vars", role: "operator", body: editStateBodySchema, success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found", "illegal_transition", "halted", "invalid_state_patch"] },
   {
     method: "post",
     path: "/runs/{id}/messages",
@@ -135,6 +135,9 @@ export const routeDocs: RouteDoc[] = [
 ];
 
 /** Answers any route may give: refused before routing, by auth, or by validation. */
+// Codes only the HTTP client makes (it could not reach the server, or the answer was not the API's).
+const clientOnlyCodes: readonly ErrorCode[] = ["unreachable", "http_error"];
+
 const commonErrors: ErrorCode[] = ["invalid_input", "unauthorized", "forbidden", "host_refused", "origin_refused", "unsupported_media_type", "payload_too_large", "store_error"];
 
 
@@ -216,7 +219,11 @@ export function openApiDocument(version: string): Record<string, unknown> {
             error: {
               type: "object",
               required: ["code", "message"],
-              properties: { code: { type: "string", enum: [...errorCodes, "internal_error"] }, message: { type: "string" }, details: { type: "object" } },
+              properties: {
+                code: { type: "string", enum: errorCodes.filter((code) => !clientOnlyCodes.includes(code)) },
+                message: { type: "string" },
+                details: { type: "object", description: "what the code carries, one shape per code (ErrorDetails in the library; the table in docs/errors.md)" },
+              },
             },
           },
         },

@@ -20,21 +20,21 @@ export interface RequestGuardOptions {
   allowedHosts?: readonly string[];
 }
 
-export class HostRefusedError extends TetherError {
+export class HostRefusedError extends TetherError<"host_refused"> {
   constructor(host: string) {
     super("host_refused", `this server does not answer to the host "${host.slice(0, 100)}"; use its own address (or start it with --allowed-host)`, { host: host.slice(0, 100) });
     this.name = "HostRefusedError";
   }
 }
 
-export class OriginRefusedError extends TetherError {
+export class OriginRefusedError extends TetherError<"origin_refused"> {
   constructor(origin: string) {
     super("origin_refused", `a request from the web origin "${origin.slice(0, 100)}" may not change anything here; only this server's own dashboard may`, { origin: origin.slice(0, 100) });
     this.name = "OriginRefusedError";
   }
 }
 
-export class UnsupportedMediaTypeError extends TetherError {
+export class UnsupportedMediaTypeError extends TetherError<"unsupported_media_type"> {
   constructor(type: string | undefined) {
     super("unsupported_media_type", `the request body must be JSON, sent with content-type: application/json${type ? ` (got "${type.slice(0, 60)}")` : " (none was sent)"}`, { contentType: type?.slice(0, 60) ?? null });
     this.name = "UnsupportedMediaTypeError";

@@ -38,10 +38,10 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export class InsecureBindError extends TetherError {
+export class InsecureBindError extends TetherError<"auth_not_configured"> {
   constructor(host: string) {
     super(
-      "forbidden",
+      "auth_not_configured",
       `refusing to listen on ${host} with no API token: anyone who can reach it could control your runs. Create one with \`tether token create --role admin --name <you>\`, or bind to 127.0.0.1`,
       { host },
     );
@@ -49,7 +49,7 @@ export class InsecureBindError extends TetherError {
   }
 }
 
-export class AuthNotConfiguredError extends TetherError {
+export class AuthNotConfiguredError extends TetherError<"auth_not_configured"> {
   constructor() {
     super(
       "auth_not_configured",

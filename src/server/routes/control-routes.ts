@@ -35,7 +35,7 @@ export function controlRoutes(api: Api, ctx: ServerContext): void {
 
   api.post("/runs/:id/state", ctx.guard("operator"), async function editState(c) {
     const body = await readBody(c, editStateBodySchema);
-    const run = await runtime.editPaused(c.req.param("id"), { actor: c.var.identity.actor, message: body.message, patch: body.patch });
+    const run = await runtime.editState(c.req.param("id"), { actor: c.var.identity.actor, message: body.message, patch: body.patch });
     return c.json({ run: await runView(runtime, run) });
   });
 

@@ -34,7 +34,7 @@ export function runRoutes(api: Api, ctx: ServerContext): void {
   api.get("/runs/:id/journal", ctx.guard("viewer"), async function readJournal(c) {
     const afterSeq = parseIntegerParam("after", c.req.query("after"), { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 0 });
     const limit = parseIntegerParam("limit", c.req.query("limit"), { min: 1, max: 5000, fallback: 500 }) ?? 500;
-    const entries = await runtime.journal(c.req.param("id"), { afterSeq, limit });
+    const entries = await runtime.journal(c.req.param("id"), { after: afterSeq, limit });
     const body: JournalPage = { entries, next: entries.length === limit ? entries[entries.length - 1].seq : null };
     return c.json(body);
   });
