@@ -101,6 +101,11 @@ export class RunClaims {
     return this.recovering;
   }
 
+  /** Settles when the look for orphaned runs under way (if any) is over. */
+  get recovery(): Promise<void> {
+    return this.recovering ?? Promise.resolve();
+  }
+
   private async recoverNow(scanLeases: boolean): Promise<void> {
     try {
       const store = this.ctx.store;

@@ -121,6 +121,7 @@ export class Runtime {
   private readonly retention: RuntimeOptions["retention"];
   private retentionTimer: NodeJS.Timeout | undefined;
   private orphanTimer: NodeJS.Timeout | undefined;
+  private orphanFirstLook: NodeJS.Timeout | undefined;
   /** What the control commands need of this runtime. */
   private readonly host: ControlHost;
 
@@ -176,8 +177,8 @@ export class Runtime {
 
   /** Runs left by a dead process go on here without `startWorker()` (`recoverOrphans`). */
   private startOrphanRecovery(): void {
-    const first = setTimeout(() => void this.claims.recoverOrphans({ scanLeases: true }), 0);
-    first.unref?.();
+    this.orphanFirstLook = setTimeout(() => void this.claims.recoverOrphans({ scanLeases: true }), 0);
+    this.orphanFirstLook.unref?.();
     this.orphanTimer = setInterval(() => void this.claims.recoverOrphans({ scanLeases: false }), this.ctx.leaseMs);
     this.orphanTimer.unref?.();
   }
@@ -257,6 +258,9 @@ export class Runtime {
     this.closed = true;
     this.stopWorker();
     clearInterval(this.orphanTimer);
+    clearTimeout(this.orphanFirstLook);
+    // A look for orphaned runs under way may still claim one: its executor is then detached below.
+    await this.claims.recovery;
     const executors = this.claims.executors;
     await Promise.allSettled([...this.claims.checking.values()]);
     for (const { executor } of executors.values()) executor.detach();
