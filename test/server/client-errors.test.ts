@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TetherClient } from "../../src/client/tether-client.js";
 import { HaltedError, RunHaltedError, TetherError } from "../../src/engine/errors.js";
 import type { Runtime } from "../../src/engine/runtime.js";
+import { Ledger } from "../../src/testing/index.js";
+import { approvalAgent, forkyAgent } from "./fixture-agents.js";
 import { makeEnv, waitForEntry, type TestEnv } from "./helpers.js";
 
 /** The shape of a value: its keys and the types of what they hold, not the values. */
@@ -108,6 +110,36 @@ describe("the same error from the library and through the HTTP client", () => {
       await sameRefusal("halted", (s) => s.editState(run.id, { message: "x" }));
     } finally {
       await env.runtime.unhalt({ agent: "slow" });
+    }
+  });
+
+  it("approvals and a cancel that live forks depend on", async () => {
+    const ledger = new Ledger();
+    const other = await makeEnv({ runtime: { agents: [approvalAgent(), forkyAgent(ledger)] } });
+    const otherClient = new TetherClient({ baseUrl: "http://tether.test", token: other.tokens.admin, fetch: (request) => other.app.fetch(request) });
+    const swap = { env, client };
+    env = other;
+    client = otherClient;
+    try {
+      const payer = await other.runtime.start("payer", "pay two");
+      await other.runtime.waitFor(payer.id, ["paused"]);
+      await sameRefusal("approval_pending", (s) => s.resume(payer.id));
+      const [first] = (await other.runtime.get(payer.id)).approvals!;
+      await other.runtime.approve(payer.id, { callSeq: first!.callSeq });
+      await sameRefusal("already_decided", (s) => s.approve(payer.id, { callSeq: first!.callSeq }));
+      await sameRefusal("no_pending_approval", (s) => s.reject(payer.id, { callSeq: 999, note: "no" }));
+
+      const source = await other.runtime.start("forky", null);
+      await other.runtime.waitFor(source.id, ["paused"]);
+      const fork = await other.runtime.fork(source.id, { fromStep: 2 });
+      await other.runtime.waitFor(fork.id, ["paused"]);
+      const { received } = await sameRefusal("fork_inherits_effects", (s) => s.cancel(source.id));
+      if (!TetherError.isInstance(received, "fork_inherits_effects")) throw received;
+      expect(received.details.forks.map((f) => f.runId)).toEqual([fork.id]);
+    } finally {
+      env = swap.env;
+      client = swap.client;
+      await other.close();
     }
   });
 
