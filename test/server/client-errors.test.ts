@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TetherClient } from "../../src/client/tether-client.js";
 import { HaltedError, RunHaltedError, TetherError } from "../../src/engine/errors.js";
 import type { Runtime } from "../../src/engine/runtime.js";
-import { Ledger } from "../../src/testing/index.js";
+import type { AgentDefinition } from "../../src/engine/agent.js";
+import { Runtime as LibraryRuntime } from "../../src/engine/runtime.js";
+import { ModelRegistry } from "../../src/models/model-registry.js";
+import { SqliteStore } from "../../src/stores/sqlite-store.js";
+import { effectTool, Ledger, sequenceAgent } from "../../src/testing/index.js";
 import { approvalAgent, forkyAgent } from "./fixture-agents.js";
 import { makeEnv, waitForEntry, type TestEnv } from "./helpers.js";
 
@@ -139,6 +143,32 @@ describe("the same error from the library and through the HTTP client", () => {
     } finally {
       env = swap.env;
       client = swap.client;
+      await other.close();
+    }
+  });
+
+  it("a run started under another version of its agent", async () => {
+    const pinned = (version: string): AgentDefinition => ({
+      ...sequenceAgent({ name: "pinned", tools: [effectTool({ name: "publish", ledger: new Ledger() })], steps: [{ tool: "publish", input: { id: "a" } }, { tool: "publish", input: { id: "b" } }], budgets: { maxSteps: 1 } }),
+      version,
+    });
+    const other = await makeEnv({ runtime: { agents: [pinned("2")] } });
+    const v1Store = new SqliteStore({ path: other.dbPath });
+    const v1 = new LibraryRuntime({ store: v1Store, agents: [pinned("1")], resolveModel: new ModelRegistry().resolver });
+    const swap = { env, client };
+    env = other;
+    client = new TetherClient({ baseUrl: "http://tether.test", token: other.tokens.admin, fetch: (request) => other.app.fetch(request) });
+    try {
+      const run = await v1.start("pinned", null);
+      await v1.waitFor(run.id, ["paused"]);
+      await v1.close();
+      const { received } = await sameRefusal("version_mismatch", (s) => s.resume(run.id, { budgets: { maxSteps: 10 } }));
+      expect(received.details).toEqual({ runId: run.id, agent: "pinned", runVersion: "1", currentVersion: "2" });
+    } finally {
+      env = swap.env;
+      client = swap.client;
+      await v1.close();
+      await v1Store.close();
       await other.close();
     }
   });
