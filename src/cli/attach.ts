@@ -1,4 +1,4 @@
-import { TetherClientError } from "../client/client-error.js";
+import { TetherError } from "../engine/errors.js";
 import type { RunStreamEvent, TetherClient } from "../client/tether-client.js";
 import type { JournalEntry } from "../engine/store.js";
 import type { CancelPreviewResponse, RunView } from "../server/api-types.js";
@@ -220,7 +220,7 @@ export async function followLogs(
       if (event.type === "journal" && (isTerminalEntry(event.entry) || options.stopWhen?.(event.entry))) stop.abort();
     }
   } catch (error) {
-    if (!(TetherClientError.isInstance(error) && signal.aborted)) throw error;
+    if (!(TetherError.isInstance(error) && signal.aborted)) throw error;
   } finally {
     printer.endText();
   }

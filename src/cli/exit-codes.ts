@@ -1,4 +1,3 @@
-import { TetherClientError } from "../client/client-error.js";
 import { TetherError } from "../engine/errors.js";
 
 /** The CLI's exit codes (docs/cli.md, "Exit codes"). */
@@ -55,7 +54,7 @@ export class UsageError extends Error {
 }
 
 function codeOf(error: unknown): string | undefined {
-  if (TetherClientError.isInstance(error) || TetherError.isInstance(error)) return error.code;
+  if (TetherError.isInstance(error)) return error.code;
   if (error instanceof UsageError) return "usage";
   return undefined;
 }
