@@ -293,6 +293,24 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(halted.code, halted.stderr).toBe(0);
     expect(halted.stdout).toMatch(/halted \d+ runs? \(scope agent:writer\)/);
     expect((await client.get(id)).status).toBe("halted");
+    // The halt was written by the CLI's process; the worker in the serving process stops the run:
+    // it lets go of its lease and of the call in flight, which is journaled as aborted by the halt,
+    // and no call starts after it.
+    const released = await until("the serving worker to let the halted run go", async () => {
+      const run = await client.get(id);
+      return run.lease === null && run.inflight === null && (run.inflightCalls ?? []).length === 0 && run;
+    });
+    expect(released.status).toBe("halted");
+    const haltJournal = await journal(id);
+    const haltAt = haltJournal.findIndex((e) => e.type === "status" && e.data.to === "halted");
+    expect(haltAt).toBeGreaterThan(-1);
+    expect(haltJournal.slice(haltAt).filter((e) => e.type === "call.started")).toEqual([]);
+    const endedBefore = new Set(haltJournal.slice(0, haltAt).filter((e) => ["call.completed", "call.failed", "call.aborted"].includes(e.type)).map((e) => e.callSeq));
+    const openAtHalt = haltJournal.slice(0, haltAt).filter((e) => e.type === "call.started" && !endedBefore.has(e.callSeq)).map((e) => e.callSeq);
+    for (const callSeq of openAtHalt) {
+      const ended = haltJournal.slice(haltAt).find((e) => e.callSeq === callSeq && e.type !== "call.started");
+      expect([ended?.type, ended?.data.reason], `call ${callSeq} in flight at the halt`).toEqual(["call.aborted", "halted"]);
+    }
     expect((await cli(["start", "writer", "blocked"])).code).toBe(3);
     const list = await cli(["halt", "--list", "--json"]);
     expect(JSON.parse(list.stdout).halts[0]).toMatchObject({ scope: "agent:writer", reason: "drill" });
