@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TetherClient } from "../../src/client/tether-client.js";
 import type { JournalEntry } from "../../src/engine/store.js";
+import { tempPostgres } from "../../src/testing/temp-postgres.js";
 import type { RunView } from "../../src/server/api-types.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -484,6 +485,26 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(demo.stdout).toMatch(/run run_[0-9a-f]+ is completed/);
       expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(true);
     } finally {
+      rmSync(demoCwd, { recursive: true, force: true });
+    }
+  }, 70_000);
+
+  it("demo --database-url runs on PostgreSQL: the run and the token are in the database, nothing in .tether/", async () => {
+    const demoCwd = mkdtempSync(join(tmpdir(), "tether-demo-pg-"));
+    const db = tempPostgres("demo");
+    try {
+      const url = `${db.url}${db.url.includes("?") ? "&" : "?"}schema=${db.schema}`;
+      const demo = await tether(["demo", "--database-url", url, "--port", "0", "--no-attach", "--exit-when-done", "--speed", "1000"], { cwd: demoCwd, timeoutMs: 60_000 });
+      expect(demo.code, demo.stderr).toBe(0);
+      expect(demo.stdout).toMatch(/status running → completed/);
+      const runId = /run (run_[0-9a-f]+) is completed/.exec(demo.stdout)?.[1];
+      expect(runId, demo.stdout).toBeDefined();
+      expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(false);
+      const store = db.open();
+      expect(await store.getRun(runId!)).toMatchObject({ id: runId, status: "completed" });
+      expect((await store.listTokens()).map((t) => t.role)).toEqual(["admin"]);
+    } finally {
+      await db.cleanup();
       rmSync(demoCwd, { recursive: true, force: true });
     }
   }, 70_000);
