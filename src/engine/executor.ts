@@ -7,7 +7,7 @@ import { idempotencyKey } from "./ids.js";
 import type { Json, JsonObject } from "./json.js";
 import { modelKey, type TetherModel } from "./model.js";
 import type { ResourceHolder } from "./resources.js";
-import type { InflightCall, JournalInput, RunPatch, RunRecord } from "./store.js";
+import type { InflightCall, JournalInput, ReissuableCall, RunPatch, RunRecord } from "./store.js";
 import type { AnyTool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
 import { RunSession, stopped } from "./run-session.js";
@@ -23,6 +23,13 @@ export { statusEntry } from "./status-entry.js";
 
 function toolSignature(action: Action & { type: "tool" }): string {
   return `${action.toolName}:${JSON.stringify(action.input)}`;
+}
+
+/** The aborted call `action` makes again, taken from `reissuable`: a tool by name and input, a model call by kind. */
+function takeReissue(reissuable: ReissuableCall[], action: Action & { type: "model" | "tool" }): ReissuableCall | undefined {
+  const signature = action.type === "tool" ? toolSignature(action) : "";
+  const index = reissuable.findIndex((c) => c.kind === action.type && c.signature === signature);
+  return index < 0 ? undefined : reissuable.splice(index, 1)[0];
 }
 
 export { undeliveredSteering } from "./steering.js";
@@ -218,6 +225,12 @@ export class RunExecutor extends RunSession {
    * `inflight`; calls made together are `inflightCalls`, with `inflight` the oldest of them (or
    * the one a person must decide on).
    */
+  /** The calls whose key a new attempt keeps, with `inflight` (just aborted) added. */
+  private reissuable(inflight: InflightCall, signature: string): ReissuableCall[] {
+    const key = inflight.key ?? idempotencyKey(this.run.id, inflight.callSeq);
+    return [...(this.run.reissue ?? []), { key, callSeq: inflight.callSeq, kind: inflight.kind, signature }];
+  }
+
   private callsLeft(callSeq: number): RunPatch {
     const calls = this.run.inflightCalls;
     if (!calls?.length) return { inflight: null, waitingFor: null };
@@ -326,18 +339,23 @@ export class RunExecutor extends RunSession {
     let guard = this.run.guard;
     const calls: Started[] = [];
     const entries: JournalInput[] = [];
+    const reissuable = [...(this.run.reissue ?? [])];
     for (const { action, repeats, callSeq: kept } of admitted) {
       const callSeq = kept !== undefined && kept < next ? kept : next++;
+      // The same call as one a pause aborted: a new attempt under that call's key.
+      const again = kept === undefined ? takeReissue(reissuable, action) : undefined;
+      const key = again?.key ?? idempotencyKey(this.run.id, callSeq);
       const name = action.type === "model" ? modelKey(this.model(action)) : action.toolName;
       // A model request carries the whole conversation, and recovery never re-uses it (an
       // interrupted model call is re-planned from the snapshot), so only its type is kept: the
       // run record, rewritten on every update, stays the same size however long the history.
       const planned: Json = action.type === "model" ? { type: "model" } : (action as unknown as Json);
-      const inflight: InflightCall = { callSeq, kind: action.type, name, action: planned, startedAt: at };
+      const inflight: InflightCall = { callSeq, kind: action.type, name, action: planned, startedAt: at, ...(again ? { key } : {}) };
+      const reissueOf: JsonObject = again ? { reissueOf: again.callSeq } : {};
       const data: JsonObject =
         action.type === "model"
-          ? { kind: "model", name, key: idempotencyKey(this.run.id, callSeq), messages: action.request.messages.length, tools: action.request.tools.length }
-          : { kind: "tool", name, key: idempotencyKey(this.run.id, callSeq), toolCallId: action.toolCallId, input: action.input };
+          ? { kind: "model", name, key, ...reissueOf, messages: action.request.messages.length, tools: action.request.tools.length }
+          : { kind: "tool", name, key, ...reissueOf, toolCallId: action.toolCallId, input: action.input };
       if (action.type === "tool") guard = { ...guard, lastToolSignature: toolSignature(action), repeats };
       calls.push({ action, inflight });
       entries.push(callEntry("call.started", at, callSeq, data));
@@ -345,7 +363,8 @@ export class RunExecutor extends RunSession {
     const inflights = calls.map((c) => c.inflight);
     return {
       calls,
-      set: { nextCallSeq: next, inflight: inflights[0], ...(calls.length > 1 ? { inflightCalls: inflights } : {}), guard },
+      // An aborted call the agent did not make again is not one: its key is not kept further.
+      set: { nextCallSeq: next, inflight: inflights[0], ...(calls.length > 1 ? { inflightCalls: inflights } : {}), guard, ...(this.run.reissue?.length ? { reissue: null } : {}) },
       entries,
     };
   }
@@ -410,7 +429,7 @@ export class RunExecutor extends RunSession {
       callSeq,
       streamModelCall(model, action.request, {
         signal,
-        idempotencyKey: idempotencyKey(runId, callSeq),
+        idempotencyKey: inflight.key ?? idempotencyKey(runId, callSeq),
         onDelta: (text) => this.ctx.bus.publishLive(runId, "model.delta", this.now(), { callSeq, text }),
       }),
     );
@@ -424,7 +443,7 @@ export class RunExecutor extends RunSession {
     } else if (outcome.type === "aborted") {
       const usage = usageOf(outcome.usage);
       await this.serial(() => this.write({
-        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage) },
+        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage), reissue: this.reissuable(inflight, "") },
         journal: [
           callEntry("call.aborted", this.now(), callSeq, {
             kind: "model",
@@ -461,7 +480,7 @@ export class RunExecutor extends RunSession {
     const runId = this.run.id;
     const execution = this.whileInFlight(inflight.callSeq, executeTool(tool, action.input, {
       runId,
-      idempotencyKey: idempotencyKey(runId, inflight.callSeq),
+      idempotencyKey: inflight.key ?? idempotencyKey(runId, inflight.callSeq),
       signal,
       fencingToken: this.run.epoch,
       progress: (update) => {
@@ -479,7 +498,7 @@ export class RunExecutor extends RunSession {
     } catch (error) {
       if (error instanceof ToolAbortedError) {
         await this.serial(() => this.write({
-          set: this.callsLeft(inflight.callSeq),
+          set: { ...this.callsLeft(inflight.callSeq), reissue: this.reissuable(inflight, toolSignature(action)) },
           journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt })],
         }));
         return;

@@ -152,6 +152,33 @@ describe("pause during a tool call", () => {
     const after = await journalOf(run.id);
     expect(after.filter((e) => e.type === "call.started").map((e) => e.callSeq)).toEqual([1, 2]);
     expect(after.find((e) => e.type === "call.completed")?.callSeq).toBe(2);
+    // The key belongs to the call, not to the attempt: the ledger saw the same key twice.
+    expect(ledger.keysOf("fetch")).toEqual([`${run.id}:1`, `${run.id}:1`]);
+    expect(after.filter((e) => e.type === "call.started").map((e) => [e.data.key, e.data.reissueOf])).toEqual([
+      [`${run.id}:1`, undefined],
+      [`${run.id}:1`, 1],
+    ]);
+  });
+
+  it("an aborted call the agent does not make again lends its key to no other call", async () => {
+    const ledger = new Ledger();
+    const fetcher = effectTool({ name: "fetch", ledger, durationMs: 300, abortable: true });
+    const agent = sequenceAgent({ name: "changer", tools: [fetcher], steps: [{ tool: "fetch", input: { id: "page" } }, { tool: "fetch", input: { id: "other" } }] });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("changer", null);
+    await waitUntil(() => ledger.executionsOf("fetch") === 1);
+    await rt.pause(run.id);
+    await rt.waitFor(run.id, ["paused"]);
+    // A person steers the agent past the aborted call: the next call is another one, with a key of its own.
+    await rt.editState(run.id, { patch: { vars: { index: 1 } } });
+    await rt.resume(run.id);
+    const done = await rt.waitFor(run.id, ["completed", "failed"]);
+    expect(done.status).toBe("completed");
+    const keys = ledger.executions.map((e) => [e.input, e.key]);
+    expect(keys[0]).toEqual([{ id: "page" }, `${run.id}:1`]);
+    expect(keys.slice(1).every(([, key]) => key !== `${run.id}:1`)).toBe(true);
+    expect((await rt.get(run.id)).reissue ?? null).toBeNull();
   });
 });
 

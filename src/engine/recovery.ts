@@ -43,7 +43,7 @@ export async function planRecovery(input: {
   if (!tool) return { type: "uncertain", reason: `the agent no longer declares tool ${inflight.name}` };
 
   if (tool.check) {
-    const key = idempotencyKey(input.runId, inflight.callSeq);
+    const key = inflight.key ?? idempotencyKey(input.runId, inflight.callSeq);
     let checked: CheckResult<Json>;
     try {
       checked = await tool.check(key, action.input);

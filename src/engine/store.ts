@@ -21,6 +21,23 @@ export interface InflightCall {
   resolution?: { action: "retry" | "skip" | "done"; result?: Json; actor: string };
   /** Set when recovery marked the call uncertain, until a person decides. */
   uncertain?: boolean;
+  /** The idempotency key, when it is not this call's own (`runId:callSeq`): a re-issue of an aborted call keeps that call's key. */
+  key?: string;
+}
+
+/**
+ * A call a pause (or halt, or lost lease) aborted before it finished: when the agent makes the
+ * same call again (a tool with the same name and input; the next model call), the new attempt
+ * is journaled under its own number but keeps this key, so a service that deduplicates on the
+ * key sees one request, not two.
+ */
+export interface ReissuableCall {
+  key: string;
+  /** The aborted attempt's number. */
+  callSeq: number;
+  kind: "model" | "tool";
+  /** A tool's name and input (`name:json`); "" for a model call. */
+  signature: string;
 }
 
 export interface WaitingFor {
@@ -120,6 +137,8 @@ export interface RunRecord {
    * after a resume without it.
    */
   forcedResume?: { actor: string; at: number } | null;
+  /** Calls aborted since the last `started`, whose key the next attempt of the same call keeps (cleared by the next `started`). */
+  reissue?: ReissuableCall[] | null;
   lease: Lease | null;
   /** Incremented by every claim: the fencing token a worker's writes must carry. */
   epoch: number;
@@ -155,6 +174,7 @@ export type RunPatch = Partial<
     | "approvals"
     | "uncheckedResume"
     | "forcedResume"
+    | "reissue"
   >
 >;
 
