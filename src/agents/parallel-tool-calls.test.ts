@@ -308,12 +308,12 @@ describe("parallel tool calls in the tool loop", () => {
       expect(interrupted.executions).toEqual({ web: 2, news: 2, archive: 1 });
       journal = await journalOf(rt, run.id);
       // Keys follow the turn's order, whatever order the calls finished in; the aborted ones keep theirs.
-      expect(journal.filter((e) => e.type === "call.started" && e.data.kind === "tool").map((e) => [e.data.name, e.data.key])).toEqual([
-        ["web", `${run.id}:2`],
-        ["news", `${run.id}:3`],
-        ["archive", `${run.id}:4`],
-        ["web", `${run.id}:5`],
-        ["news", `${run.id}:6`],
+      expect(journal.filter((e) => e.type === "call.started" && e.data.kind === "tool").map((e) => [e.callSeq, e.data.name, e.data.key, e.data.reissueOf])).toEqual([
+        [2, "web", `${run.id}:2`, undefined],
+        [3, "news", `${run.id}:3`, undefined],
+        [4, "archive", `${run.id}:4`, undefined],
+        [5, "web", `${run.id}:2`, 2],
+        [6, "news", `${run.id}:3`, 3],
       ]);
       const conversation = (await rt.state(run.id)).messages;
       expect(conversation).toEqual((await rt.state(reference.id)).messages);
