@@ -57,8 +57,11 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   });
 
 describe("parallel tool calls in the tool loop", () => {
-  it("runs three 1 s tools of one turn at once: about 1 s, not 3", async () => {
+  it("runs three 1 s tools of one turn at once: all three in flight before any finishes (about 1 s, not 3)", async () => {
     let started = 0;
+    // How many calls had started when each call passed the latch, and when each one finished.
+    const startedWhenReleased: number[] = [];
+    const startedWhenFinished: number[] = [];
     const allStarted = new Latch();
     const search = (name: string) =>
       tool({
@@ -69,7 +72,9 @@ describe("parallel tool calls in the tool loop", () => {
           if (++started === 3) allStarted.open();
           // Each call waits until all three have started: they cannot finish one after another.
           await allStarted.wait();
+          startedWhenReleased.push(started);
           await sleep(1_000);
+          startedWhenFinished.push(started);
           return `${name}:${id}`;
         },
       });
@@ -81,8 +86,13 @@ describe("parallel tool calls in the tool loop", () => {
     const wallMs = performance.now() - t0;
     console.log(`parallel tool calls: a turn with three 1 s tools took ${Math.round(wallMs)} ms (one after another: 3,000 ms at least)`);
     expect(done).toMatchObject({ status: "completed", output: "summary" });
-    expect(wallMs).toBeLessThan(2_000);
+    // Order, not wall time (the figure is printed; bench/parallel-tool-calls.ts measures it): all
+    // three were in flight before any of them finished, in the tools' view and in the journal.
+    expect(startedWhenReleased).toEqual([3, 3, 3]);
+    expect(startedWhenFinished).toEqual([3, 3, 3]);
     const journal = await journalOf(h.runtime, run.id);
+    const toolEntries = journal.filter((e) => (e.type === "call.started" || e.type === "call.completed") && e.data.kind === "tool").map((e) => e.type);
+    expect(toolEntries).toEqual(["call.started", "call.started", "call.started", "call.completed", "call.completed", "call.completed"]);
     // One write started all three; keys follow the turn's order.
     const startedEntries = journal.filter((e) => e.type === "call.started" && e.data.kind === "tool");
     expect(startedEntries.map((e) => [e.data.name, e.data.key])).toEqual([

@@ -211,7 +211,7 @@ describe("approval before a call", () => {
     expect(ofType(journal, "approval.decided").map((e) => e.data.commandId)).toEqual([commands[1].id, commands[4].id]);
   });
 
-  it("approved from another process on the same store: the worker runs the call exactly once", async () => {
+  it("approved from a second runtime on its own connection to the store (a real process: test/cli/approve-cli): the worker runs the call exactly once", async () => {
     const { pay, seen } = payments();
     const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
     h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { workerPollMs: 20 });
@@ -364,7 +364,7 @@ describe("approval deadlines", () => {
     expect(ofType(journal, "approval.decided")[0].data.commandId).toBe(commands[0].id);
   });
 
-  it("a worker applies deadlines on its own: those it wrote, and those another process wrote (found by its rescan)", async () => {
+  it("a worker applies deadlines on its own: those it wrote, and those a closed runtime wrote (found by its rescan)", async () => {
     const clock = new TestClock();
     const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 60_000 });
     const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
@@ -377,7 +377,7 @@ describe("approval deadlines", () => {
     clock.advance(60_001);
     expect((await first.waitFor(own.id, ["completed", "failed"], { timeoutMs: 5_000 })).status).toBe("completed");
 
-    // Paused by a process that then went away; a worker started later finds the deadline.
+    // Paused by a runtime that then closed (in this process, as a process that went away); a worker started later finds the deadline.
     const other = await first.start("payer", "pay acme again");
     await first.waitFor(other.id, ["paused"]);
     await first.close();

@@ -24,9 +24,11 @@ function counting(store: SqliteStore): { store: SqliteStore; reads: () => number
 describe("an executing run polling for control written through another store connection (one process)", () => {
   it("reads the run only when the store changed, and still sees a pause written through a second connection", async () => {
     const ledger = new Ledger();
+    // The call holds until the test lets it go: the pause is seen while it is in flight, whatever the machine's load.
+    let release: (() => void) | undefined;
     const agent = sequenceAgent({
       name: "slow",
-      tools: [effectTool({ name: "crawl", ledger, durationMs: 1_500 })],
+      tools: [effectTool({ name: "crawl", ledger, afterEffect: () => new Promise<void>((resolve) => (release = resolve)) })],
       steps: [{ tool: "crawl", input: { id: "a" } }],
     });
     sqlite = tempSqlite();
@@ -43,8 +45,11 @@ describe("an executing run polling for control written through another store con
     // A second connection in this process (SQLite cannot tell it from another process's) pauses the run.
     const other = h.open({ store: sqlite.open() });
     await other.pause(run.id, { actor: "bob", reason: "from elsewhere" });
-    const noticed = await h.runtime.waitFor(run.id, (r) => r.status === "pausing" && r.waitingFor !== null, { timeoutMs: 1_000 });
+    const noticed = await h.runtime.waitFor(run.id, (r) => r.status === "pausing" && r.waitingFor !== null);
     expect(noticed.waitingFor).toMatchObject({ kind: "tool", name: "crawl" });
+    expect(ledger.executionsOf("crawl")).toBe(1);
+    expect((await h.runtime.journal(run.id)).filter((e) => e.type === "call.completed")).toEqual([]);
+    release!();
     const paused = await h.runtime.waitFor(run.id, ["paused"], { timeoutMs: 5_000 });
     expect(paused.step).toBe(1);
     expect(ledger.executionsOf("crawl")).toBe(1);

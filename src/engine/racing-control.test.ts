@@ -45,6 +45,8 @@ describe("racing control commands", () => {
   it("always end in one legal state, with every command stored and journaled", async () => {
     let scenario = 0;
     const endings = new Map<RunStatus, number>();
+    // Cancelled scenarios that had effects to compensate (the check above is empty without one).
+    let cancelledWithEffects = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 6 }), async (commands) => {
         scenario += 1;
@@ -95,6 +97,7 @@ describe("racing control commands", () => {
           expect(stored.some((c) => c.type === "cancel")).toBe(true);
           const effects = await worker.effects(run.id);
           expect(effects.every((e) => e.state === "compensated")).toBe(true);
+          if (effects.length > 0) cancelledWithEffects += 1;
         }
         if (final.status === "paused") expect(final.lease).toBeNull();
       }),
@@ -104,5 +107,6 @@ describe("racing control commands", () => {
     // The checks per ending above ran: the scenarios reached both a cancelled and a paused end.
     expect(endings.get("cancelled") ?? 0, JSON.stringify([...endings])).toBeGreaterThan(0);
     expect(endings.get("paused") ?? 0, JSON.stringify([...endings])).toBeGreaterThan(0);
+    expect(cancelledWithEffects, "a cancelled scenario compensated at least one effect").toBeGreaterThan(0);
   }, 120_000);
 });

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TetherClient } from "../../src/client/tether-client.js";
 import type { JournalEntry } from "../../src/engine/store.js";
+import { tempPostgres } from "../../src/testing/temp-postgres.js";
 import type { RunView } from "../../src/server/api-types.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -293,6 +294,24 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(halted.code, halted.stderr).toBe(0);
     expect(halted.stdout).toMatch(/halted \d+ runs? \(scope agent:writer\)/);
     expect((await client.get(id)).status).toBe("halted");
+    // The halt was written by the CLI's process; the worker in the serving process stops the run:
+    // it lets go of its lease and of the call in flight, which is journaled as aborted by the halt,
+    // and no call starts after it.
+    const released = await until("the serving worker to let the halted run go", async () => {
+      const run = await client.get(id);
+      return run.lease === null && run.inflight === null && (run.inflightCalls ?? []).length === 0 && run;
+    });
+    expect(released.status).toBe("halted");
+    const haltJournal = await journal(id);
+    const haltAt = haltJournal.findIndex((e) => e.type === "status" && e.data.to === "halted");
+    expect(haltAt).toBeGreaterThan(-1);
+    expect(haltJournal.slice(haltAt).filter((e) => e.type === "call.started")).toEqual([]);
+    const endedBefore = new Set(haltJournal.slice(0, haltAt).filter((e) => ["call.completed", "call.failed", "call.aborted"].includes(e.type)).map((e) => e.callSeq));
+    const openAtHalt = haltJournal.slice(0, haltAt).filter((e) => e.type === "call.started" && !endedBefore.has(e.callSeq)).map((e) => e.callSeq);
+    for (const callSeq of openAtHalt) {
+      const ended = haltJournal.slice(haltAt).find((e) => e.callSeq === callSeq && e.type !== "call.started");
+      expect([ended?.type, ended?.data.reason], `call ${callSeq} in flight at the halt`).toEqual(["call.aborted", "halted"]);
+    }
     expect((await cli(["start", "writer", "blocked"])).code).toBe(3);
     const list = await cli(["halt", "--list", "--json"]);
     expect(JSON.parse(list.stdout).halts[0]).toMatchObject({ scope: "agent:writer", reason: "drill" });
@@ -466,6 +485,26 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(demo.stdout).toMatch(/run run_[0-9a-f]+ is completed/);
       expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(true);
     } finally {
+      rmSync(demoCwd, { recursive: true, force: true });
+    }
+  }, 70_000);
+
+  it("demo --database-url runs on PostgreSQL: the run and the token are in the database, nothing in .tether/", async () => {
+    const demoCwd = mkdtempSync(join(tmpdir(), "tether-demo-pg-"));
+    const db = tempPostgres("demo");
+    try {
+      const url = `${db.url}${db.url.includes("?") ? "&" : "?"}schema=${db.schema}`;
+      const demo = await tether(["demo", "--database-url", url, "--port", "0", "--no-attach", "--exit-when-done", "--speed", "1000"], { cwd: demoCwd, timeoutMs: 60_000 });
+      expect(demo.code, demo.stderr).toBe(0);
+      expect(demo.stdout).toMatch(/status running → completed/);
+      const runId = /run (run_[0-9a-f]+) is completed/.exec(demo.stdout)?.[1];
+      expect(runId, demo.stdout).toBeDefined();
+      expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(false);
+      const store = db.open();
+      expect(await store.getRun(runId!)).toMatchObject({ id: runId, status: "completed" });
+      expect((await store.listTokens()).map((t) => t.role)).toEqual(["admin"]);
+    } finally {
+      await db.cleanup();
       rmSync(demoCwd, { recursive: true, force: true });
     }
   }, 70_000);

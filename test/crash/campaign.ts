@@ -205,6 +205,7 @@ async function driveToEnd(
       if (!child.alive) throw new Error(`child ${child.pid} died on its own: ${child.stderr}`);
     } finally {
       await child.stop();
+      report.violations.push(...child.unhandledRejections);
     }
   }
 }
@@ -239,6 +240,7 @@ async function referenceOutputs(options: CampaignOptions, timings: AgentTimings,
     } finally {
       await child.stop();
     }
+    if (child.unhandledRejections.length) throw new Error(`the reference run had unhandled rejections: ${child.unhandledRejections.join("; ")}`);
     const outputs = new Map<string, Json | null>();
     for (const run of await observer.runs([...byId.keys()])) outputs.set(byId.get(run.id) ?? "", run.status === "completed" ? run.output : `reference run ${run.status}`);
     return { outputs, appends: appendsByPrompt(observer.ledger, byId) };
@@ -373,6 +375,8 @@ export interface CancelCampaignReport {
   kills: number;
   /** The status of each run at each kill, from the store just before it. */
   statusAtKills: string[];
+  /** Unhandled rejections the worker children reported (each is a violation). */
+  unhandledRejections: string[];
   runs: {
     runId: string;
     status: string;
@@ -396,7 +400,7 @@ export async function runCancelUnderCrash(options: CancelCampaignOptions): Promi
   const random = seededRandom(options.seed);
   mkdirSync(options.dir, { recursive: true });
   const observer = await Observer.open(options.store ?? "sqlite", options.dir, "cancel", timings);
-  const report: CancelCampaignReport = { kills: 0, statusAtKills: [], runs: [], durationMs: 0 };
+  const report: CancelCampaignReport = { kills: 0, statusAtKills: [], unhandledRejections: [], runs: [], durationMs: 0 };
   try {
     const ids: string[] = [];
     for (let i = 0; i < options.runs; i++) {
@@ -434,6 +438,7 @@ export async function runCancelUnderCrash(options: CancelCampaignOptions): Promi
         const statuses = (await observer.runs(ids)).map((r) => r.status);
         if (!statuses.includes("cancelling")) break;
         await child.kill();
+        report.unhandledRejections.push(...child.unhandledRejections);
         report.kills += 1;
         report.statusAtKills.push(...statuses);
         log(`cancel campaign: kill ${report.kills} (statuses ${statuses.join(", ")})`);
@@ -442,6 +447,7 @@ export async function runCancelUnderCrash(options: CancelCampaignOptions): Promi
       await waitUntil(async () => (await observer.runs(ids)).every(settled), "every cancelled run has ended", 60_000, 20);
     } finally {
       await child.stop();
+      report.unhandledRejections.push(...child.unhandledRejections);
     }
     const attempts = observer.ledger.compensationAttempts();
     const compensations = countBy(observer.ledger.compensations().map((c) => c.effectKey));

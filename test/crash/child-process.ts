@@ -6,6 +6,8 @@ export const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 /** A TypeScript child process (run with `node --import tsx`) that says "ready" over IPC. */
 export class ChildWorker {
   private stderrTail = "";
+  /** What the child reported as unhandled rejections (`{type: "unhandled_rejection"}` messages). */
+  readonly unhandledRejections: string[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private exitedFlag = false;
   private readonly messageListeners = new Set<(message: Record<string, unknown>) => void>();
@@ -15,6 +17,8 @@ export class ChildWorker {
       this.stderrTail = (this.stderrTail + chunk.toString()).slice(-4000);
     });
     child.on("message", (message) => {
+      const m = message as Record<string, unknown>;
+      if (m.type === "unhandled_rejection") this.unhandledRejections.push(`child ${child.pid}: unhandled rejection: ${String(m.error)}`);
       for (const listener of this.messageListeners) listener(message as Record<string, unknown>);
     });
     this.exited = new Promise((resolve) =>

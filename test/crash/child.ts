@@ -30,8 +30,11 @@ const runtime = createTether({
   workerId: `worker-pid-${process.pid}`,
 });
 
+// A broken promise of the campaign, not a log line: the parent counts it as a violation.
 process.on("unhandledRejection", (error) => {
-  process.stderr.write(`child ${process.pid}: unhandled rejection: ${(error as Error)?.stack ?? String(error)}\n`);
+  const text = (error as Error)?.stack ?? String(error);
+  process.stderr.write(`child ${process.pid}: unhandled rejection: ${text}\n`);
+  process.send?.({ type: "unhandled_rejection", error: text });
 });
 
 process.on("message", (message: { type?: string }) => {

@@ -23,6 +23,13 @@ describe("crash campaign (SIGKILL of the worker process)", () => {
     expect(report.runs.every((r) => r.status === "completed")).toBe(true);
     expect(report.runs.map((r) => r.output)).toEqual(report.runs.map((r) => r.expectedOutput));
     expect(report.inFlightAtKill.append_log ?? 0).toBeGreaterThan(0);
+    // The `check` path under a real SIGKILL: kills landed inside publish_draft (which declares
+    // `check`), and recovery took both of its branches: the draft was found (applied without a
+    // second call) and not found (issued again); the ledger check above counts each draft once.
+    expect(report.inFlightAtKill.publish_draft ?? 0).toBeGreaterThan(0);
+    expect(report.recoveryDecisions["publish_draft:apply"] ?? 0).toBeGreaterThan(0);
+    expect(report.recoveryDecisions["publish_draft:retry"] ?? 0).toBeGreaterThan(0);
+    expect(report.recoveryDecisions["publish_draft:uncertain"] ?? 0).toBe(0);
     expect(report.uncertainResolutions.every((r) => r.tool === "append_log" && r.reason === "uncertain_effect")).toBe(true);
     expect(report.violations).toEqual([]);
     expect(campaignViolations(report, { minKills: 50 })).toEqual([]);

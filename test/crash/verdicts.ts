@@ -18,7 +18,7 @@ export function campaignViolations(report: CampaignReport, options: { minKills: 
 }
 
 export function cancelViolations(report: CancelCampaignReport, options: { minKills: number }): string[] {
-  const problems: string[] = [];
+  const problems: string[] = [...report.unhandledRejections];
   if (report.kills < options.minKills) problems.push(`only ${report.kills} kills during cancelling, expected at least ${options.minKills}`);
   for (const run of report.runs) {
     const id = run.runId;

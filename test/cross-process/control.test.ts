@@ -50,7 +50,7 @@ async function journalOf(runId: string): Promise<JournalEntry[]> {
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)];
 
 describe("cross-process control (A executes, B controls through the SQLite file)", () => {
-  it("B pauses A's run mid-stream and A stops within the bound; B resumes it and A completes it", async () => {
+  it("B pauses A's run mid-stream and A aborts the stream after B's command, with nothing streamed after the abort; B resumes it and A completes it", async () => {
     const run = await b.start(streamingAgentName, "survey the field");
     const samples: { noticeMs: number; pausedMs: number; lastDeltaMs: number; appliedMs: number }[] = [];
     for (let i = 0; i < 5; i++) {
