@@ -34,6 +34,12 @@ export interface CampaignOptions {
   agent?: string;
   /** Where the runs are kept: SQLite (default) or PostgreSQL (a schema of the campaign's own). */
   store?: CrashStoreKind;
+  /**
+   * After the seeded delay, wait (up to 10 s) until the store shows a run of this child with a call
+   * in flight before the kill, so that a kill lands in work even when a loaded machine starts the
+   * child slowly; without it the kill comes at the delay, whatever the child is doing.
+   */
+  killInFlight?: boolean;
 }
 
 export interface KillPoint {
@@ -193,6 +199,7 @@ async function driveToEnd(
     try {
       if (report.kills < options.kills) {
         await sleep(between(random, options.killDelayMs));
+        if (options.killInFlight) await waitUntil(async () => (await observer.runs(ids)).some((r) => r.inflight && r.lease?.workerId === `worker-pid-${child.pid}`), "a call in flight", 10_000, 5).catch(() => undefined);
         if (!child.alive) throw new Error(`child ${child.pid} died on its own: ${child.stderr}`);
         if ((await observer.runs(ids)).some(active)) {
           await child.kill();

@@ -8,8 +8,9 @@ import { campaignViolations, cancelViolations } from "./verdicts.js";
 /**
  * The CI slice of the crash campaign on PostgreSQL: the same seeded SIGKILLs of worker processes
  * and the same checker as on SQLite (`crash-campaign.test.ts`), the runs kept in a schema of the
- * campaign's own. Tool calls last 60 ms here so that 15 kills land inside them (PostgreSQL's
- * slower writes leave them a smaller share of a step). `CRASH_STORES=postgres npm run crash`
+ * campaign's own. Tool calls last 60 ms here and each kill waits for a call in flight, so that
+ * 15 kills land inside calls even on a loaded machine (PostgreSQL's slower writes leave calls a
+ * smaller share of a step, and a loaded machine starts a child slowly). `CRASH_STORES=postgres npm run crash`
  * runs hundreds of kill points.
  */
 const dir = mkdtempSync(join(tmpdir(), "tether-crash-pg-ci-"));
@@ -17,7 +18,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("crash campaign on PostgreSQL (SIGKILL of the worker process)", () => {
   it("recovers every run after 15+ kills: no call completed twice, idempotent keys applied once, in-flight non-idempotent effects uncertain, outputs as uninterrupted", async () => {
-    const report = await runCampaign({ dir: join(dir, "campaign"), seed: 17, kills: 15, runsPerBatch: 10, steps: [12, 24], killDelayMs: [20, 400], timings: { toolMs: 60 }, store: "postgres" });
+    const report = await runCampaign({ dir: join(dir, "campaign"), seed: 17, kills: 15, runsPerBatch: 10, steps: [12, 24], killDelayMs: [20, 400], timings: { toolMs: 60 }, killInFlight: true, store: "postgres" });
 
     expect(report.kills).toBeGreaterThanOrEqual(15);
     expect(report.runs.every((r) => r.status === "completed")).toBe(true);
