@@ -80,7 +80,11 @@ async function main(): Promise<void> {
         if (event.type !== "journal") continue;
         seqs.push(event.seq);
         if (event.entry.at >= connectedAt) lags.push(Date.now() - event.entry.at);
-        if (event.entry.type === "status" && ["completed", "failed", "cancelled"].includes(String(event.entry.data.to))) controller.abort();
+        // Stop reading here: entries after the end (a refused pause) may already be buffered.
+        if (event.entry.type === "status" && ["completed", "failed", "cancelled"].includes(String(event.entry.data.to))) {
+          controller.abort();
+          break;
+        }
       }
     } catch (error) {
       if (!controller.signal.aborted) throw error;
@@ -91,8 +95,9 @@ async function main(): Promise<void> {
   const controlLatencies: number[] = [];
   const pausedOnce = new Set<string>();
   let controlErrors = 0;
+  const stopControl = new AbortController();
   const controlling = (async () => {
-    while (!stop.signal.aborted) {
+    while (!stopControl.signal.aborted) {
       await new Promise((r) => setTimeout(r, controlEveryMs));
       // Each run is paused at most once: a run paused again and again never gets to finish its call.
       const running = (await tether.list({ status: ["running"], limit: 100_000 })).filter((r) => !pausedOnce.has(r.id));
@@ -130,9 +135,14 @@ async function main(): Promise<void> {
   const done = await Promise.all(ids.map((id) => tether.waitFor(id, ["completed", "failed", "cancelled"], { timeoutMs: 30 * 60_000 })));
   const elapsedS = (performance.now() - started) / 1000;
   clearInterval(progress);
-  stop.abort();
-  await Promise.all(following);
+  stopControl.abort();
   await controlling;
+  // Each subscriber stops by itself at its run's last entry; the runs have ended, but their last
+  // entries may still be on the way (SSE lag). Cutting the streams now would count those as missed.
+  const grace = setTimeout(() => stop.abort(), 30_000);
+  await Promise.all(following);
+  clearTimeout(grace);
+  stop.abort();
   clearInterval(rssTimer);
   loop.disable();
 

@@ -71,7 +71,8 @@ export class EventBus {
     const counter = this.liveCounters.get(runId) ?? { seq: 0, sub: 0 };
     counter.sub += 1;
     this.liveCounters.set(runId, counter);
-    this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
+    // Most deltas have no follower: numbering them is all that is needed (a later follower's ids stay right).
+    if (this.hasListeners(runId)) this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
   }
 
   /**

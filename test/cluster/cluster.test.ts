@@ -143,8 +143,10 @@ async function callsInFlightAtTakeover(ids: string[], workerId: string): Promise
 
 describe("many workers on one PostgreSQL database", () => {
   it("three workers, 50 runs: each completes exactly once, journals gap-free, every effect applied once, the work spread over the workers", async () => {
-    // 17 at once each: two workers alone cannot hold all 50, so the third must take some.
-    const started = await startWorkers(3, { concurrency: 17 });
+    // 17 at once each: two workers alone cannot hold all 50, so the third must take some. Nobody
+    // dies here, so the lease is long: with the 1 s one a worker starved for a second on a loaded
+    // machine was (rightly) taken over, which is the SIGKILL and SIGSTOP tests' subject, not this one's.
+    const started = await startWorkers(3, { concurrency: 17, leaseMs: 15_000 });
     const ids = await startRuns(50, 8);
     await waitUntil(async () => (await runsOf(ids)).every((r) => terminal.includes(r.status)), "all 50 runs end", 90_000, 50);
     const runs = await runsOf(ids);
@@ -155,6 +157,11 @@ describe("many workers on one PostgreSQL database", () => {
     effectsApplied(runs);
     const pids = new Set([...ledger.appends(), ...ledger.drafts()].map((r) => r.pid));
     for (const worker of started) expect(pids.has(worker.pid), `worker ${worker.pid} executed nothing`).toBe(true);
+    // No run was advanced by two workers: every effect of a run came from one process.
+    const workersOfRun = new Map<string, Set<number>>();
+    for (const r of [...ledger.appends(), ...ledger.drafts()]) workersOfRun.set(r.runId, (workersOfRun.get(r.runId) ?? new Set()).add(r.pid));
+    expect(workersOfRun.size, "runs with effects in the ledger").toBeGreaterThan(0);
+    expect([...workersOfRun].filter(([, p]) => p.size > 1).map(([id, p]) => `${id}: ${[...p].join(",")}`)).toEqual([]);
   }, 120_000);
 
   it("SIGKILL one of three mid-run: its runs finish on the others, idempotent effects once, no completed call re-run, in-flight appends uncertain", async () => {

@@ -1,0 +1,40 @@
+/**
+ * A profiling driver for the one-worker concurrency case of bench/scale.ts (SQLite only): PROFILE_RUNS
+ * (default 1000) loader runs at once; prints steps/s, CPU ms per step and loop delay. Run it under
+ * `node --cpu-prof --import tsx bench/profile-concurrency.ts` and summarise with bench/cpuprofile-summary.ts.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import Database from "better-sqlite3";
+import { createTether, SqliteStore } from "../src/index.js";
+import { loaderAgent } from "./loader-agent.js";
+
+const runs = Number(process.env.PROFILE_RUNS ?? 1000);
+const dir = mkdtempSync(join(tmpdir(), "tether-prof-"));
+const path = join(dir, "tether.db");
+const store = new SqliteStore({ path });
+const tether = createTether({ agents: [loaderAgent(6)], store, concurrency: runs, secrets: false });
+tether.startWorker();
+const reader = new Database(path, { readonly: true });
+const open = reader.prepare("SELECT count(*) FROM runs WHERE status IN ('queued','running','pausing','paused')").pluck();
+const stepsQ = reader.prepare("SELECT sum(json_extract(doc, '$.step')) FROM runs").pluck();
+const loop = monitorEventLoopDelay({ resolution: 5 });
+const cpu0 = process.cpuUsage();
+const t0 = performance.now();
+loop.enable();
+for (let i = 0; i < runs; i += 100) await Promise.all(Array.from({ length: Math.min(100, runs - i) }, (_, j) => tether.start("loader", `topic ${i + j}`)));
+for (;;) {
+  if (Number(open.get()) === 0) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+const s = (performance.now() - t0) / 1000;
+loop.disable();
+const cpu = process.cpuUsage(cpu0);
+const steps = Number(stepsQ.get());
+console.log(JSON.stringify({ runs, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1) }));
+reader.close();
+await tether.close();
+await store.close();
+rmSync(dir, { recursive: true, force: true });
