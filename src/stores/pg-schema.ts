@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { TetherError } from "../engine/errors.js";
+import { messageChecksum, pgJournalKey, rowChecksum } from "./row-checksum.js";
 
 /**
  * The PostgreSQL store's tables, created and migrated by versioned migrations recorded in
@@ -13,7 +14,13 @@ import { TetherError } from "../engine/errors.js";
  * naming the entry that holds those in force); messages are appended one row each, so a step
  * writes only what it added whatever the length of the history.
  */
-export const migrations: readonly { version: number; name: string; sql: (schema: string) => string }[] = [
+export const migrations: readonly {
+  version: number;
+  name: string;
+  sql: (schema: string) => string;
+  /** What SQL cannot do, run after `sql` in the same transaction. */
+  fill?: (client: pg.PoolClient, schema: string) => Promise<void>;
+}[] = [
   {
     version: 1,
     name: "runs, journal, messages, commands, effects, halts, tokens",
@@ -123,7 +130,66 @@ CREATE INDEX runs_by_updated ON ${s}.runs (updated_bucket);
 DROP INDEX ${s}.journal_snapshots;
 `,
   },
+  {
+    version: 3,
+    name: "a CRC-32 on every journal and message row, checked on every read",
+    // The same checksum as the SQLite store's rows (`row-checksum.ts`), computed by the writer
+    // once per row. Rows written before are checksummed here as they are now.
+    sql: (s) => `
+ALTER TABLE ${s}.journal ADD COLUMN crc BIGINT;
+ALTER TABLE ${s}.messages ADD COLUMN crc BIGINT;
+`,
+    fill: fillChecksums,
+  },
 ];
+
+/** The columns of a journal row its checksum covers, with `crc`. */
+export const pgChecksummedColumns = "seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars_seq, crc";
+
+/** The checksummed columns of a PostgreSQL journal row. */
+export interface PgChecksummedRow {
+  seq: number;
+  type: string;
+  at: number;
+  call_seq: number | null;
+  data: string;
+  snap_seq?: number | null;
+  snap_step?: number | null;
+  msg_count?: number | null;
+  chain?: string | null;
+  checksum?: string | null;
+  schema_version?: number | null;
+  snap_at?: number | null;
+  vars_seq?: number | null;
+}
+
+/** A PostgreSQL journal row's CRC-32 (the SQLite store's `rowChecksum`, keyed by run and seq). */
+export function pgRowChecksum(runId: string, row: PgChecksummedRow): number {
+  return rowChecksum({ ...row, k: pgJournalKey(runId, row.seq), vars_key: row.vars_seq });
+}
+
+/** Whether a journal row read back (with `crc`) is the row that was written. */
+export function pgRowIntact(runId: string, row: PgChecksummedRow & { crc: number | string | null }): boolean {
+  return row.crc !== null && Number(row.crc) === pgRowChecksum(runId, row);
+}
+
+/** Whether a message row read back is the row that was written. */
+export function pgMessageIntact(runId: string, row: { idx: number; body: string; crc: number | string | null }): boolean {
+  return row.crc !== null && Number(row.crc) === messageChecksum(runId, row.idx, row.body);
+}
+
+async function fillChecksums(client: pg.PoolClient, s: string): Promise<void> {
+  const journal = await client.query<PgChecksummedRow & { run_id: string }>(`SELECT run_id, ${pgChecksummedColumns.replace(", crc", "")} FROM ${s}.journal`);
+  for (let i = 0; i < journal.rows.length; i += 1000) {
+    const batch = journal.rows.slice(i, i + 1000).map((row) => ({ run_id: row.run_id, seq: row.seq, crc: pgRowChecksum(row.run_id, row) }));
+    await client.query(`UPDATE ${s}.journal AS j SET crc = x.crc FROM json_to_recordset($1::json) AS x(run_id text, seq int, crc bigint) WHERE j.run_id = x.run_id AND j.seq = x.seq`, [JSON.stringify(batch)]);
+  }
+  const messages = await client.query<{ run_id: string; idx: number; body: string }>(`SELECT run_id, idx, body FROM ${s}.messages`);
+  for (let i = 0; i < messages.rows.length; i += 1000) {
+    const batch = messages.rows.slice(i, i + 1000).map((row) => ({ run_id: row.run_id, idx: row.idx, crc: messageChecksum(row.run_id, row.idx, row.body) }));
+    await client.query(`UPDATE ${s}.messages AS m SET crc = x.crc FROM json_to_recordset($1::json) AS x(run_id text, idx int, crc bigint) WHERE m.run_id = x.run_id AND m.idx = x.idx`, [JSON.stringify(batch)]);
+  }
+}
 
 /** The updated time rounded up to the minute, the indexed `runs.updated_bucket`: it moves at most once a minute per run. */
 export function updatedBucket(updatedAt: number): number {
@@ -159,6 +225,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<void> {
     for (const migration of migrations) {
       if (applied.has(migration.version)) continue;
       await client.query(migration.sql(s));
+      await migration.fill?.(client, s);
       await client.query(`INSERT INTO ${s}.migrations (version, name, applied_at) VALUES ($1, $2, $3)`, [migration.version, migration.name, Date.now()]);
     }
     await client.query("COMMIT");

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { RunNotFoundError, SnapshotCorruptError, TetherError } from "../engine/errors.js";
+import { RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
 import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-record.js";
 import type {
   ApiTokenRecord,
@@ -23,7 +23,8 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
-import { migrate, quoteIdentifier, updatedBucket } from "./pg-schema.js";
+import { migrate, pgChecksummedColumns, pgMessageIntact, pgRowChecksum, pgRowIntact, quoteIdentifier, updatedBucket, type PgChecksummedRow } from "./pg-schema.js";
+import { messageChecksum } from "./row-checksum.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
 export interface PostgresStoreOptions {
@@ -499,18 +500,18 @@ export class PostgresStore implements Store {
       updated_bucket: updatedBucket(record.updatedAt),
     }));
     const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
-    const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body })) : []));
+    const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
     const s = this.s;
     const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint)),
       upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket
         FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
-      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
-        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq
+      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
         FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
-          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int)
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
         WHERE y.run_id IN (SELECT id FROM upd)),
-      m AS (INSERT INTO ${s}.messages (run_id, idx, body)
-        SELECT y.run_id, y.idx, y.body FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text) WHERE y.run_id IN (SELECT id FROM upd))
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
+        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
       SELECT id, NULL::text AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
       UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id = ANY($4::text[]) AND r.id NOT IN (SELECT id FROM upd)`;
     let rows: { id: string; doc: string | null; version: number | null; vars_seq: number | null; status: string | null }[];
@@ -554,11 +555,11 @@ export class PostgresStore implements Store {
     const rows: JournalRow[] = [];
     const written: JournalEntry[] = [];
     let nextVarsSeq = varsSeq;
-    let messages: { first: number; bodies: string[] } | undefined;
+    let messages: WritePlan["messages"];
     for (let i = 0; i < entries.length; i++) {
       const entry = entries[i];
       const seq = ++record.journalSeq;
-      const row: JournalRow = { seq, type: entry.type, at: entry.at, call_seq: entry.callSeq ?? null, data: JSON.stringify(entry.data) };
+      const row: JournalRow = { seq, type: entry.type, at: entry.at, call_seq: entry.callSeq ?? null, data: JSON.stringify(entry.data), crc: 0 };
       if (snapshot && i === entries.length - 1) {
         const { head } = snapshot;
         if (snapshot.varsJson !== undefined) nextVarsSeq = seq;
@@ -575,8 +576,12 @@ export class PostgresStore implements Store {
           vars: snapshot.varsJson ?? null,
           vars_seq: nextVarsSeq === seq ? null : nextVarsSeq,
         });
-        if (snapshot.appendMessages.length > 0) messages = { first: head.messageCount - snapshot.appendMessages.length, bodies: snapshot.appendMessages };
+        if (snapshot.appendMessages.length > 0) {
+          const first = head.messageCount - snapshot.appendMessages.length;
+          messages = { first, bodies: snapshot.appendMessages, crcs: snapshot.appendMessages.map((body, n) => messageChecksum(record.id, first + n, body)) };
+        }
       }
+      row.crc = pgRowChecksum(record.id, row);
       rows.push(row);
       written.push({ ...entry, runId: record.id, seq });
     }
@@ -592,14 +597,14 @@ export class PostgresStore implements Store {
       return `$${params.length}`;
     };
     if (plan.rows.length > 0) {
-      ctes.push(`j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq)
-        SELECT upd.id, x.seq, x.type, x.at, x.call_seq, x.data, x.snap_seq, x.snap_step, x.msg_count, x.chain, x.checksum, x.schema_version, x.snap_at, x.vars, x.vars_seq
+      ctes.push(`j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
+        SELECT upd.id, x.seq, x.type, x.at, x.call_seq, x.data, x.snap_seq, x.snap_step, x.msg_count, x.chain, x.checksum, x.schema_version, x.snap_at, x.vars, x.vars_seq, x.crc
         FROM upd, json_to_recordset(${p(JSON.stringify(plan.rows))}::json) AS x(seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
-          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int))`);
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint))`);
     }
     if (plan.messages) {
-      ctes.push(`m AS (INSERT INTO ${s}.messages (run_id, idx, body)
-        SELECT upd.id, ${p(plan.messages.first)}::int + (m.n - 1)::int, m.body FROM upd, unnest(${p(plan.messages.bodies)}::text[]) WITH ORDINALITY AS m(body, n))`);
+      ctes.push(`m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
+        SELECT upd.id, ${p(plan.messages.first)}::int + (m.n - 1)::int, m.body, m.crc FROM upd, unnest(${p(plan.messages.bodies)}::text[], ${p(plan.messages.crcs)}::bigint[]) WITH ORDINALITY AS m(body, crc, n))`);
     }
     if (update.effects?.length) {
       ctes.push(`e AS (INSERT INTO ${s}.effects (run_id, call_seq, tool, input, result, state, attempts, error, updated_at)
@@ -622,10 +627,12 @@ export class PostgresStore implements Store {
 
   async readJournal(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<JournalEntry[]> {
     const afterSeq = Math.max(0, Math.floor(options.afterSeq ?? 0));
-    const { rows } = await this.query<{ seq: number; type: string; at: number; call_seq: number | null; data: string }>(
-      `SELECT seq, type, at, call_seq, data FROM ${this.s}.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    const { rows } = await this.query<StoredJournalRow>(
+      `SELECT ${pgChecksummedColumns} FROM ${this.s}.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       [runId, afterSeq, options.limit ?? 1000],
     );
+    const damaged = rows.find((row) => !pgRowIntact(runId, row));
+    if (damaged) throw new StoreCorruptError(`the PostgreSQL schema ${this.schema}`, `run ${runId}: journal entry ${damaged.seq} ${damaged.crc === null ? "has no checksum" : "fails its checksum"}`, { runId, seq: damaged.seq });
     return rows.map((row) => ({
       runId,
       seq: row.seq,
@@ -637,7 +644,7 @@ export class PostgresStore implements Store {
   }
 
   async loadState(runId: string, options: { atStep?: number } = {}): Promise<StoredState> {
-    const columns = "seq, at, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq";
+    const columns = `${pgChecksummedColumns}, vars`;
     const params: unknown[] = [runId];
     let atStep = "";
     if (options.atStep !== undefined) {
@@ -653,16 +660,21 @@ export class PostgresStore implements Store {
       if (!(await this.getRun(runId))) throw new RunNotFoundError(runId);
       throw new SnapshotCorruptError(runId, options.atStep === undefined ? "no snapshot row" : `no snapshot at or before step ${options.atStep}`);
     }
+    if (!pgRowIntact(runId, row)) throw new SnapshotCorruptError(runId, `journal entry ${row.seq}, which carries snapshot ${row.snap_seq}, fails its checksum`);
     let vars = { vars: row.vars, snap_seq: row.snap_seq as number | null };
     if (row.vars_seq !== null) {
-      const found = await this.query<{ vars: string | null; snap_seq: number | null }>(`SELECT vars, snap_seq FROM ${this.s}.journal WHERE run_id = $1 AND seq = $2`, [runId, row.vars_seq]);
-      vars = found.rows[0] ?? { vars: null, snap_seq: null };
+      const found = await this.query<StoredJournalRow & { vars: string | null }>(`SELECT ${columns} FROM ${this.s}.journal WHERE run_id = $1 AND seq = $2`, [runId, row.vars_seq]);
+      const varsRow = found.rows[0];
+      if (varsRow && !pgRowIntact(runId, varsRow)) throw new SnapshotCorruptError(runId, `journal entry ${varsRow.seq}, which holds the vars of snapshot ${row.snap_seq}, fails its checksum`);
+      vars = { vars: varsRow?.vars ?? null, snap_seq: varsRow?.snap_seq ?? null };
     }
     if (vars.vars === null || vars.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    const messages = await this.query<{ body: string }>(`SELECT body FROM ${this.s}.messages WHERE run_id = $1 AND idx < $2 ORDER BY idx`, [runId, row.msg_count]);
+    const messages = await this.query<StoredMessageRow>(`SELECT idx, body, crc FROM ${this.s}.messages WHERE run_id = $1 AND idx < $2 ORDER BY idx`, [runId, row.msg_count]);
     if (messages.rows.length !== row.msg_count) {
       throw new SnapshotCorruptError(runId, `snapshot ${row.snap_seq} holds ${row.msg_count} messages but ${messages.rows.length} are stored`);
     }
+    const damagedMessage = messages.rows.find((m) => !pgMessageIntact(runId, m));
+    if (damagedMessage) throw new SnapshotCorruptError(runId, `message ${damagedMessage.idx} before snapshot ${row.snap_seq} fails its checksum`);
     return {
       head: {
         seq: row.snap_seq,
@@ -684,8 +696,11 @@ export class PostgresStore implements Store {
     const wanted = indexes.filter((i) => Number.isInteger(i) && i >= 0 && i < 2 ** 31);
     const found = new Map<number, string>();
     if (wanted.length === 0) return found;
-    const { rows } = await this.query<{ idx: number; body: string }>(`SELECT idx, body FROM ${this.s}.messages WHERE run_id = $1 AND idx = ANY($2::int[])`, [runId, wanted]);
-    for (const row of rows) found.set(row.idx, row.body);
+    const { rows } = await this.query<StoredMessageRow>(`SELECT idx, body, crc FROM ${this.s}.messages WHERE run_id = $1 AND idx = ANY($2::int[])`, [runId, wanted]);
+    for (const row of rows) {
+      if (!pgMessageIntact(runId, row)) throw new SnapshotCorruptError(runId, `message ${row.idx} fails its checksum`);
+      found.set(row.idx, row.body);
+    }
     return found;
   }
 
@@ -1016,7 +1031,8 @@ interface WritePlan {
   varsSeq: number;
   rows: JournalRow[];
   written: JournalEntry[];
-  messages: { first: number; bodies: string[] } | undefined;
+  /** The messages a snapshot appended, from index `first`, each with its checksum. */
+  messages: { first: number; bodies: string[]; crcs: number[] } | undefined;
 }
 
 interface JournalRow {
@@ -1025,6 +1041,7 @@ interface JournalRow {
   at: number;
   call_seq: number | null;
   data: string;
+  crc: number;
   snap_seq?: number;
   snap_step?: number;
   msg_count?: number;
@@ -1036,9 +1053,23 @@ interface JournalRow {
   vars_seq?: number | null;
 }
 
+/** A journal row as read back, with the checksum it was written with. */
+type StoredJournalRow = PgChecksummedRow & { crc: number | null };
+
+/** A message row as read back. */
+interface StoredMessageRow {
+  idx: number;
+  body: string;
+  crc: number | null;
+}
+
 interface SnapshotRow {
   seq: number;
+  type: string;
   at: number;
+  call_seq: number | null;
+  data: string;
+  crc: number | null;
   snap_seq: number;
   snap_step: number;
   msg_count: number;

@@ -1,7 +1,16 @@
 import type Database from "better-sqlite3";
-import { crc32 } from "node:zlib";
 import { TetherError } from "../engine/errors.js";
 import type { JournalType, SnapshotHead } from "../engine/store.js";
+
+import type { ChecksummedRow as AnyChecksummedRow } from "./row-checksum.js";
+
+export { rowChecksum, rowIntact } from "./row-checksum.js";
+
+/** A SQLite journal row as its checksum sees it: keyed by `k`, typed by its one-byte code. */
+export interface ChecksummedRow extends AnyChecksummedRow {
+  k: number;
+  type: number;
+}
 
 /**
  * The SQLite store's tables (layout 5, recorded in `PRAGMA user_version`).
@@ -235,44 +244,8 @@ export function createJournalTable(db: Database.Database): void {
   db.exec(journalTable);
 }
 
-/** The columns of a journal row its checksum covers: all but `vars`, which the snapshot's own checksum covers. */
-export interface ChecksummedRow {
-  k: number;
-  type: number;
-  at: number;
-  call_seq: number | null;
-  data: string;
-  snap_seq?: number | null;
-  snap_step?: number | null;
-  msg_count?: number | null;
-  chain?: number | string | null;
-  checksum?: Buffer | string | null;
-  schema_version?: number | null;
-  snap_at?: number | null;
-  vars_key?: number | null;
-}
-
 /** The columns a reader selects to check a row: `SELECT ${checksummedColumns} FROM journal`. */
 export const checksummedColumns = "k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars_key, crc";
-
-const text = (value: unknown): string => (value === null || value === undefined ? "" : Buffer.isBuffer(value) ? value.toString("hex") : String(value));
-
-/**
- * A journal row's CRC-32, over its key (a row copied to another place fails), its type, time,
- * call, snapshot head and data. Cheap next to the write (a few microseconds for a 1 KB row), and
- * enough to catch flipped bytes and torn pages; a deliberate forgery is not what it is for.
- */
-export function rowChecksum(row: ChecksummedRow): number {
-  const head = row.snap_seq === null || row.snap_seq === undefined
-    ? ""
-    : [row.snap_seq, row.snap_step, row.msg_count, row.chain, row.checksum, row.schema_version, row.snap_at, row.vars_key].map(text).join(",");
-  return crc32(row.data, crc32(`${row.k}|${row.type}|${row.at}|${text(row.call_seq)}|${head}|`));
-}
-
-/** Whether a row read back (with `crc`) is the row that was written. */
-export function rowIntact(row: ChecksummedRow & { crc: number | null }): boolean {
-  return row.crc !== null && row.crc === rowChecksum(row);
-}
 
 /** The snapshot columns of a journal entry that carries a snapshot. */
 export interface SnapshotRow {

@@ -17,6 +17,8 @@ export interface AgentTimings {
   tokensPerSecond: number;
   /** How long one compensation takes; long enough for a kill to land inside it. */
   compensateMs: number;
+  /** How long each tool call lasts, half before its ledger write and half after (default 8 to 12 ms by tool). */
+  toolMs?: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -62,6 +64,8 @@ const planScript: SimulatedScript = ({ request, turn, random }) => {
   return { text: `Final answer from ${results.length} tool results (digest ${digest}). ${paragraph(random, 1)}` };
 };
 
+const half = (timings: AgentTimings, defaultMs: number) => (timings.toolMs === undefined ? defaultMs : timings.toolMs / 2);
+
 function effectKeyOf(compensationKey: string): string {
   return compensationKey.replace(/:compensate$/, "");
 }
@@ -74,9 +78,9 @@ function crashTools(ledger: Ledger, timings: AgentTimings) {
     input: z.object({ fact: z.string() }),
     idempotent: true,
     execute: async ({ fact }, ctx) => {
-      await sleep(4);
+      await sleep(half(timings, 4));
       const result = ledger.putIdempotent(ctx.idempotencyKey, ctx.runId, fact, { recorded: fact, length: fact.length });
-      await sleep(4);
+      await sleep(half(timings, 4));
       return result;
     },
   });
@@ -85,10 +89,10 @@ function crashTools(ledger: Ledger, timings: AgentTimings) {
     description: "Append a line to the ledger (not idempotent, no check)",
     input: z.object({ line: z.string() }),
     execute: async ({ line }, ctx) => {
-      await sleep(6);
+      await sleep(half(timings, 6));
       const result = { appended: line, length: line.length };
       ledger.append(ctx.idempotencyKey, ctx.runId, line, result);
-      await sleep(6);
+      await sleep(half(timings, 6));
       return result;
     },
   });
@@ -97,10 +101,10 @@ function crashTools(ledger: Ledger, timings: AgentTimings) {
     description: "Publish a draft (compensable: cancel discards it)",
     input: z.object({ title: z.string() }),
     execute: async ({ title }, ctx) => {
-      await sleep(4);
+      await sleep(half(timings, 4));
       const result = { published: title, words: title.split(" ").length };
       ledger.publishDraft(ctx.idempotencyKey, ctx.runId, title, result);
-      await sleep(4);
+      await sleep(half(timings, 4));
       return result;
     },
     check: (key) => {

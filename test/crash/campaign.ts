@@ -1,10 +1,11 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { createTether, SqliteStore, type JournalEntry, type Json, type Runtime, type RunRecord } from "../../src/index.js";
+import { createTether, type JournalEntry, type Json, type Runtime, type RunRecord, type Store } from "../../src/index.js";
 import { seededRandom, type Random } from "../../src/models/seeded-random.js";
 import { crashAgent, crashAgentName, crashFunctionAgent, crashParallelLoopAgent, crashPrompt, type AgentTimings } from "./agents.js";
 import type { ChildOptions } from "./child.js";
 import { ChildWorker, projectRoot, sleep, waitUntil } from "./child-process.js";
+import { crashStore, type CrashStore, type CrashStoreKind } from "./crash-store.js";
 import { Ledger } from "./ledger.js";
 
 /**
@@ -31,6 +32,14 @@ export interface CampaignOptions {
   log?: (line: string) => void;
   /** The agent the runs use: the tool loop (default) or the async-function agent with parallel calls. */
   agent?: string;
+  /** Where the runs are kept: SQLite (default) or PostgreSQL (a schema of the campaign's own). */
+  store?: CrashStoreKind;
+  /**
+   * After the seeded delay, wait (up to 10 s) until the store shows a run of this child with a call
+   * in flight before the kill, so that a kill lands in work even when a loaded machine starts the
+   * child slowly; without it the kill comes at the delay, whatever the child is doing.
+   */
+  killInFlight?: boolean;
 }
 
 export interface KillPoint {
@@ -65,18 +74,28 @@ const timingsOf = (options: { timings?: Partial<AgentTimings> }): AgentTimings =
 
 /** The parent's view of a store: a control-only runtime (`worker: false`) and the ledger. */
 class Observer {
-  readonly store: SqliteStore;
   readonly ledger: Ledger;
   readonly runtime: Runtime;
+  private keep = false;
 
-  constructor(
-    readonly dbPath: string,
+  private constructor(
+    readonly location: CrashStore,
+    readonly store: Store,
     readonly ledgerPath: string,
     timings: AgentTimings,
   ) {
-    this.store = new SqliteStore({ path: dbPath });
     this.ledger = new Ledger(ledgerPath);
     this.runtime = createTether({ agents: [crashAgent(this.ledger, timings), crashFunctionAgent(this.ledger, timings), crashParallelLoopAgent(this.ledger, timings)], store: this.store, worker: false });
+  }
+
+  static async open(kind: CrashStoreKind, dir: string, name: string, timings: AgentTimings): Promise<Observer> {
+    const location = crashStore(kind, dir, name);
+    return new Observer(location, await location.open(), join(dir, `${name}-ledger.db`), timings);
+  }
+
+  /** Keeps the store's data after `close` (a PostgreSQL schema is otherwise dropped). */
+  keepData(): void {
+    this.keep = true;
   }
 
   async runs(ids: readonly string[]): Promise<RunRecord[]> {
@@ -94,13 +113,14 @@ class Observer {
 
   async close(): Promise<void> {
     await this.runtime.close();
-    await this.store.close();
+    const kept = await this.location.finish(this.keep);
+    if (kept) console.error(`crash campaign: kept ${kept} for inspection`);
     this.ledger.close();
   }
 }
 
 function childOptions(observer: Observer, timings: AgentTimings): ChildOptions {
-  return { dbPath: observer.dbPath, ledgerPath: observer.ledgerPath, leaseMs, ...timings };
+  return { ...observer.location.childLocation, ledgerPath: observer.ledgerPath, leaseMs, ...timings };
 }
 
 const settled = (run: RunRecord) => run.status === "completed" || run.status === "failed" || run.status === "cancelled" || run.status === "paused";
@@ -114,7 +134,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRep
   const timings = timingsOf(options);
   const random = seededRandom(options.seed);
   mkdirSync(options.dir, { recursive: true });
-  const observer = new Observer(join(options.dir, "crash.db"), join(options.dir, "crash-ledger.db"), timings);
+  const observer = await Observer.open(options.store ?? "sqlite", options.dir, "crash", timings);
   const report: CampaignReport = {
     kills: 0,
     childStarts: 0,
@@ -149,6 +169,10 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRep
       report.runs.push({ runId: run.id, prompt, status: run.status, output: run.output, expectedOutput: expected.outputs.get(prompt) ?? null, steps: run.step });
     }
     await verifyCampaign(observer, runIds, prompts, expected.appends, report);
+    if (report.violations.length) observer.keepData();
+  } catch (error) {
+    observer.keepData();
+    throw error;
   } finally {
     await observer.close();
   }
@@ -175,6 +199,7 @@ async function driveToEnd(
     try {
       if (report.kills < options.kills) {
         await sleep(between(random, options.killDelayMs));
+        if (options.killInFlight) await waitUntil(async () => (await observer.runs(ids)).some((r) => r.inflight && r.lease?.workerId === `worker-pid-${child.pid}`), "a call in flight", 10_000, 5).catch(() => undefined);
         if (!child.alive) throw new Error(`child ${child.pid} died on its own: ${child.stderr}`);
         if ((await observer.runs(ids)).some(active)) {
           await child.kill();
@@ -212,7 +237,7 @@ async function resolveUncertain(observer: Observer, ids: string[], report: Campa
 
 /** Outputs (and appended lines) of the same prompts run once more without any kill. */
 async function referenceOutputs(options: CampaignOptions, timings: AgentTimings, prompts: string[]): Promise<{ outputs: Map<string, Json | null>; appends: Map<string, string[]> }> {
-  const observer = new Observer(join(options.dir, "reference.db"), join(options.dir, "reference-ledger.db"), timings);
+  const observer = await Observer.open(options.store ?? "sqlite", options.dir, "reference", timings);
   try {
     const byId = new Map<string, string>();
     for (const prompt of prompts) byId.set((await observer.runtime.start(options.agent ?? crashAgentName, prompt)).id, prompt);
@@ -350,6 +375,7 @@ export interface CancelCampaignOptions {
   kills: number;
   compensateMs: number;
   log?: (line: string) => void;
+  store?: CrashStoreKind;
 }
 
 export interface CancelCampaignReport {
@@ -380,7 +406,7 @@ export async function runCancelUnderCrash(options: CancelCampaignOptions): Promi
   const timings = timingsOf({ timings: { compensateMs: options.compensateMs } });
   const random = seededRandom(options.seed);
   mkdirSync(options.dir, { recursive: true });
-  const observer = new Observer(join(options.dir, "cancel.db"), join(options.dir, "cancel-ledger.db"), timings);
+  const observer = await Observer.open(options.store ?? "sqlite", options.dir, "cancel", timings);
   const report: CancelCampaignReport = { kills: 0, statusAtKills: [], unhandledRejections: [], runs: [], durationMs: 0 };
   try {
     const ids: string[] = [];
@@ -455,6 +481,9 @@ export async function runCancelUnderCrash(options: CancelCampaignOptions): Promi
         report: run.report,
       });
     }
+  } catch (error) {
+    observer.keepData();
+    throw error;
   } finally {
     await observer.close();
   }

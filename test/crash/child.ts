@@ -3,19 +3,25 @@
  * the store until the parent kills it with SIGKILL or asks it to stop over IPC.
  * Run as `node --import tsx test/crash/child.ts '<json options>'`.
  */
-import { createTether, SqliteStore } from "../../src/index.js";
+import { createTether, SqliteStore, type Store } from "../../src/index.js";
+import { PostgresStore } from "../../src/stores/pg-store.js";
 import { crashAgent, crashFunctionAgent, crashParallelLoopAgent, type AgentTimings } from "./agents.js";
 import { Ledger } from "./ledger.js";
 
 export interface ChildOptions extends AgentTimings {
-  dbPath: string;
+  /** The SQLite file, or with `url` and `schema` the PostgreSQL schema, that holds the runs. */
+  dbPath?: string;
+  url?: string;
+  schema?: string;
   ledgerPath: string;
   leaseMs: number;
 }
 
 const options = JSON.parse(process.argv[2] ?? "{}") as ChildOptions;
 const ledger = new Ledger(options.ledgerPath);
-const store = new SqliteStore({ path: options.dbPath });
+const store: Store = options.url
+  ? await new PostgresStore({ connectionString: options.url, schema: options.schema ?? "tether", poolSize: 4 }).open()
+  : new SqliteStore({ path: options.dbPath ?? "" });
 const runtime = createTether({
   agents: [crashAgent(ledger, options), crashFunctionAgent(ledger, options), crashParallelLoopAgent(ledger, options)],
   store,
