@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { TetherError } from "../engine/errors.js";
-import { messageChecksum, pgJournalKey, rowChecksum } from "./row-checksum.js";
+import { messageChecksum, pgJournalKey, rowChecksum, type ChecksummedRow } from "./row-checksum.js";
 
 /**
  * The PostgreSQL store's tables, created and migrated by versioned migrations recorded in
@@ -146,22 +146,14 @@ ALTER TABLE ${s}.messages ADD COLUMN crc BIGINT;
 /** The columns of a journal row its checksum covers, with `crc`. */
 export const pgChecksummedColumns = "seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars_seq, crc";
 
-/** The checksummed columns of a PostgreSQL journal row. */
-export interface PgChecksummedRow {
+/** The checksummed columns of a PostgreSQL journal row: the shared ones, keyed by `seq`, with `vars_seq` for SQLite's `vars_key`. */
+export type PgChecksummedRow = Omit<ChecksummedRow, "k" | "type" | "vars_key" | "chain" | "checksum"> & {
   seq: number;
   type: string;
-  at: number;
-  call_seq: number | null;
-  data: string;
-  snap_seq?: number | null;
-  snap_step?: number | null;
-  msg_count?: number | null;
   chain?: string | null;
   checksum?: string | null;
-  schema_version?: number | null;
-  snap_at?: number | null;
   vars_seq?: number | null;
-}
+};
 
 /** A PostgreSQL journal row's CRC-32 (the SQLite store's `rowChecksum`, keyed by run and seq). */
 export function pgRowChecksum(runId: string, row: PgChecksummedRow): number {
