@@ -64,7 +64,7 @@ describe("tether approve, tether reject", () => {
     log = join(cwd, "executed.log");
     writeFileSync(
       join(cwd, "tether.config.ts"),
-      `import { approvalAgent, fixtureAgents } from ${JSON.stringify(fixtureAgentsPath)};\nexport default [...fixtureAgents(), approvalAgent(undefined, { logFile: ${JSON.stringify(log)} })];\n`,
+      `import { aiSdkApprovalAgent, approvalAgent, fixtureAgents } from ${JSON.stringify(fixtureAgentsPath)};\nexport default [...fixtureAgents(), approvalAgent(undefined, { logFile: ${JSON.stringify(log)} }), aiSdkApprovalAgent({ logFile: ${JSON.stringify(log)} })];\n`,
     );
     worker = spawn(process.execPath, ["--import", tsxLoader, mainTs, "--db", db, "worker"], { cwd, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
     let banner = "";
@@ -130,5 +130,44 @@ describe("tether approve, tether reject", () => {
 
     const none = await tether(cwd, ["--db", db, "approve", id]);
     expect(none.code).toBe(3);
+  }, 90_000);
+
+  it("an AI SDK tool's own needsApproval: decided from another process, the edited call runs once, the refusal reaches the model as the tool's result", async () => {
+    const before = existsSync(log) ? readFileSync(log, "utf8").trim().split("\n").filter(Boolean).length : 0;
+    const started = await tether(cwd, ["--db", db, "start", "ai-payer", "pay the suppliers"]);
+    expect(started.code, started.stderr).toBe(0);
+    const id = started.stdout.trim();
+    const show = async () => JSON.parse((await tether(cwd, ["--db", db, "show", id, "--json"])).stdout) as RunView;
+    const paused = await until("the run to wait for approval", async () => {
+      const run = await show();
+      return run.status === "paused" && run;
+    });
+    expect(paused.statusReason).toBe("approval_required");
+    expect(paused.approvals?.map((a) => [a.tool, a.input])).toEqual([
+      ["send_payment", { to: "acme", amount: 120 }],
+      ["send_payment", { to: "globex", amount: 80 }],
+    ]);
+    const [acme, globex] = paused.approvals!.map((a) => a.callSeq);
+
+    const approved = await tether(cwd, ["--db", db, "approve", id, "--call", String(acme), "--input", '{"to":"acme","amount":60}']);
+    expect(approved.code, approved.stderr).toBe(0);
+    const rejected = await tether(cwd, ["--db", db, "reject", id, "--call", String(globex), "--note", "globex was paid last week"]);
+    expect(rejected.code, rejected.stderr).toBe(0);
+    const done = await until("the run to complete", async () => {
+      const run = await show();
+      return run.status === "completed" && run;
+    });
+
+    const executed = readFileSync(log, "utf8").trim().split("\n").filter(Boolean).slice(before);
+    expect(executed.map((l) => l.split(" ").slice(0, 4).join(" "))).toEqual(["executed send_payment acme 60"]);
+    // The model's last turn read both results: the payment made, and the person's refusal with the note.
+    expect(String(done.output)).toContain('"sent":60');
+    expect(String(done.output)).toContain("globex was paid last week");
+    const logs = await tether(cwd, ["--db", db, "logs", id, "--json"]);
+    const entries = logs.stdout.trim().split("\n").map((l) => JSON.parse(l) as JournalEntry);
+    expect(entries.filter((e) => e.type === "approval.decided").map((e) => [e.callSeq, e.data.decision, e.data.edited ?? null])).toEqual([
+      [acme, "approved", true],
+      [globex, "rejected", null],
+    ]);
   }, 90_000);
 });

@@ -5,6 +5,8 @@ import type { AgentDefinition } from "../../src/engine/agent.js";
 import { SimulatedModel, type SimulatedScript } from "../../src/models/simulated-model.js";
 import { tool } from "../../src/engine/tool.js";
 import { toolLoopAgent } from "../../src/agents/tool-loop-agent.js";
+import { tool as aiTool } from "ai";
+import { fromAiSdkTool } from "../../src/tools/ai-sdk-tool.js";
 import { effectTool, Ledger, sequenceAgent } from "../../src/testing/index.js";
 
 /**
@@ -133,6 +135,43 @@ export function approvalAgent(log: FixtureLog = { executed: [], compensated: [] 
       },
     }),
     tools: [sendPayment],
+  });
+}
+
+/**
+ * The same payer with an AI SDK tool whose own `needsApproval` (a predicate on its arguments)
+ * asks a person first: payments of 50 or more wait for approval.
+ */
+export function aiSdkApprovalAgent(options: { logFile?: string } = {}): AgentDefinition {
+  const sendPayment = aiTool({
+    description: "Send a payment; one of 50 or more is approved by a person first.",
+    inputSchema: z.object({ to: z.string(), amount: z.number().positive() }),
+    needsApproval: async ({ amount }: { to: string; amount: number }) => amount >= 50,
+    execute: async ({ to, amount }: { to: string; amount: number }, { toolCallId }: { toolCallId: string }) => {
+      if (options.logFile) appendFileSync(options.logFile, `executed send_payment ${to} ${amount} ${toolCallId}\n`);
+      return { sent: amount, to };
+    },
+  });
+  return toolLoopAgent({
+    name: "ai-payer",
+    description: "Sends payments through an AI SDK tool with needsApproval (fixture).",
+    model: new SimulatedModel({
+      tokensPerSecond: Number.POSITIVE_INFINITY,
+      script: ({ turn, request }) => {
+        if (turn > 0) {
+          const results = request.messages.filter((m) => m.role === "tool").map((m) => JSON.stringify(m.content));
+          return { text: `Done: ${results.join(" | ")}` };
+        }
+        return {
+          text: "Sending the payments.",
+          toolCalls: [
+            { toolName: "send_payment", input: { to: "acme", amount: 120 } },
+            { toolName: "send_payment", input: { to: "globex", amount: 80 } },
+          ],
+        };
+      },
+    }),
+    tools: [fromAiSdkTool("send_payment", sendPayment)],
   });
 }
 
