@@ -32,7 +32,11 @@ async function recordPause(host: ControlHost, runId: string, options: PauseOptio
     if (run.status === "halted") return { refuse: new RunHaltedError(runId, "pause") };
     if (run.status !== "running") return { refuse: new IllegalTransitionError(runId, "pause", run.status) };
     if (host.isHeld(run, now)) {
-      return { update: { set: { status: "pausing", statusReason: reason, pauseMode: mode }, journal: [statusEntry(now, "running", "pausing", reason)] }, applied: false };
+      // At the boundary the run waits for the call in flight (the oldest, when there are
+      // several): the answer says so at once, not only once the worker has seen the command.
+      const inflight = mode === "boundary" ? run.inflight : null;
+      const waitingFor = inflight ? { waitingFor: { kind: inflight.kind, name: inflight.name, callSeq: inflight.callSeq, since: inflight.startedAt } } : {};
+      return { update: { set: { status: "pausing", statusReason: reason, pauseMode: mode, ...waitingFor }, journal: [statusEntry(now, "running", "pausing", reason)] }, applied: false };
     }
     // No worker holds it, so nothing is in flight: it is paused at once.
     const since = run.runningSince;

@@ -219,11 +219,18 @@ export class SimulatedModel implements TetherModel {
     const tokens = tokenize(turn.text);
     const delayMs = Number.isFinite(this.tokensPerSecond) ? 1000 / this.tokensPerSecond : 0;
     let outputTokens = 0;
-    for (const token of tokens) {
-      if (delayMs > 0) await this.clock.sleep(delayMs, options.signal);
-      if (options.signal.aborted) throw options.signal.reason;
-      outputTokens += 1;
-      yield { type: "text-delta", text: token };
+    // One abort listener for the whole stream, not one per token: a thousand streams at 100
+    // tokens/s would otherwise add and remove a hundred thousand listeners a second.
+    const aborted = abortedPromise(options.signal);
+    try {
+      for (const token of tokens) {
+        if (delayMs > 0) await Promise.race([this.clock.sleep(delayMs), aborted.promise]);
+        if (options.signal.aborted) throw options.signal.reason;
+        outputTokens += 1;
+        yield { type: "text-delta", text: token };
+      }
+    } finally {
+      aborted.dispose();
     }
     const calls = turn.toolCalls ?? [];
     for (let i = 0; i < calls.length; i++) {
@@ -232,4 +239,16 @@ export class SimulatedModel implements TetherModel {
     }
     yield { type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } };
   }
+}
+
+/** A promise that rejects with the signal's reason once it aborts (already handled, so never "unhandled"). */
+function abortedPromise(signal: AbortSignal): { promise: Promise<never>; dispose: () => void } {
+  let onAbort = () => {};
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  promise.catch(() => undefined);
+  return { promise, dispose: () => signal.removeEventListener("abort", onAbort) };
 }

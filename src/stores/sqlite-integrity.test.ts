@@ -171,9 +171,10 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     runtime.startWorker();
     const done = (await runtime.start("steps", { n: 0 })).id;
     const paused = (await runtime.start("steps", { n: 1 })).id;
-    await runtime.waitFor(done, ["completed"]);
+    // Paused first: both runs go at the same pace, so the other one's end would be this one's too.
     await runtime.waitFor(paused, (r) => r.step >= 2);
     await runtime.pause(paused, { wait: true });
+    await runtime.waitFor(done, ["completed"]);
     store.database.pragma("wal_checkpoint(TRUNCATE)");
     const checkpointed = await store.readJournal(done, { limit: 1000 });
     // After the checkpoint: the paused run resumes and a new run starts, in the WAL (the store's

@@ -25,6 +25,7 @@ import type {
 } from "../engine/store.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
+import { GroupCommit, type Outcome } from "./group-commit.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 import { ensureLayout } from "./sqlite-migration.js";
 import {
@@ -255,7 +256,7 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    const result = this.updateSync(update);
+    const result = await this.updates.submit(update);
     // A write its executing worker did not make: tell the watchers on this connection (other
     // connections see the commit through the data version).
     if (result.ok && (update.expect?.epoch === undefined || update.claim) && this.watchers.size > 0) this.changed(update.runId);
@@ -304,7 +305,30 @@ export class SqliteStore implements Store {
     return new Map(rows.map((row) => [row.id, row.version]));
   }
 
-  private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => {
+  /** Run updates: those that arrive in one turn of the loop commit together (see group-commit.ts). */
+  private readonly updates = new GroupCommit<RunUpdate, UpdateResult>(
+    (update) => this.updateSync(update),
+    (updates) => this.updateBatch(updates),
+  );
+
+  private updateBatch = this.wrapTransaction((updates: readonly RunUpdate[]): Outcome<UpdateResult>[] => {
+    // Each in its own savepoint (a transaction function called inside a transaction), so one
+    // that throws is rolled back alone.
+    this.updateInSavepoint ??= this.db.transaction(this.applyUpdate);
+    return updates.map((update) => {
+      try {
+        return { ok: true, value: this.updateInSavepoint!(update) };
+      } catch (error) {
+        return { ok: false, error: TetherError.isInstance(error) ? error : new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error }) };
+      }
+    });
+  });
+
+  private updateInSavepoint: Database.Transaction<(update: RunUpdate) => UpdateResult> | undefined;
+
+  private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => this.applyUpdate(update));
+
+  private applyUpdate = (update: RunUpdate): UpdateResult => {
     const rk = this.runKey(update.runId);
     if (rk === undefined) throw new RunNotFoundError(update.runId);
     const row = this.statements.getRunByKey.get(rk) as { doc: string; status: string; updated_bucket: number; vars_key: number };
@@ -330,7 +354,7 @@ export class SqliteStore implements Store {
     for (const applied of update.appliedCommands ?? []) this.statements.applyCommand.run(applied.appliedAt, applied.outcome, applied.id);
     this.saveRecord(state, { status: row.status, bucket: row.updated_bucket });
     return { ok: true, run: state.record, journal };
-  });
+  };
 
   private wrapTransaction<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
     // Built once, on first use (the database is opened after the field initialisers run).
@@ -675,6 +699,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    // Writes waiting for their turn's commit are committed, not dropped.
+    if (this.db.open) this.updates.flush();
     clearInterval(this.watchTimer);
     this.watchTimer = undefined;
     this.watchers.clear();
