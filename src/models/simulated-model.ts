@@ -212,43 +212,91 @@ export class SimulatedModel implements TetherModel {
     return this.script({ request, turn, random, lastUserMessage: lastUser?.content as string | undefined, lastToolResults });
   }
 
-  async *stream(request: ModelRequest, options: ModelCallOptions): AsyncGenerator<ModelStreamPart> {
+  stream(request: ModelRequest, options: ModelCallOptions): AsyncIterableIterator<ModelStreamPart> {
+    const delayMs = Number.isFinite(this.tokensPerSecond) ? 1000 / this.tokensPerSecond : 0;
+    return new PacedStream(() => this.parts(request), delayMs, this.clock, options.signal);
+  }
+
+  /** Every part of the turn's stream, in order: usage, the text token by token, the tool calls, finish. */
+  private parts(request: ModelRequest): ModelStreamPart[] {
     const turn = this.turnFor(request);
     const inputTokens = countTokens(request.messages);
-    yield { type: "usage", usage: { inputTokens, outputTokens: 0 } };
-    const tokens = tokenize(turn.text);
-    const delayMs = Number.isFinite(this.tokensPerSecond) ? 1000 / this.tokensPerSecond : 0;
+    const parts: ModelStreamPart[] = [{ type: "usage", usage: { inputTokens, outputTokens: 0 } }];
     let outputTokens = 0;
-    // One abort listener for the whole stream, not one per token: a thousand streams at 100
-    // tokens/s would otherwise add and remove a hundred thousand listeners a second.
-    const aborted = abortedPromise(options.signal);
-    try {
-      for (const token of tokens) {
-        if (delayMs > 0) await Promise.race([this.clock.sleep(delayMs), aborted.promise]);
-        if (options.signal.aborted) throw options.signal.reason;
-        outputTokens += 1;
-        yield { type: "text-delta", text: token };
-      }
-    } finally {
-      aborted.dispose();
+    for (const token of tokenize(turn.text)) {
+      outputTokens += 1;
+      parts.push({ type: "text-delta", text: token });
     }
     const calls = turn.toolCalls ?? [];
     for (let i = 0; i < calls.length; i++) {
       outputTokens += Math.ceil(JSON.stringify(calls[i].input).length / 4) + 2;
-      yield { type: "tool-call", toolCall: { toolCallId: `call_${hashString(`${request.messages.length}|${i}|${calls[i].toolName}`, this.seed).toString(36)}`, toolName: calls[i].toolName, input: calls[i].input } };
+      parts.push({ type: "tool-call", toolCall: { toolCallId: `call_${hashString(`${request.messages.length}|${i}|${calls[i].toolName}`, this.seed).toString(36)}`, toolName: calls[i].toolName, input: calls[i].input } });
     }
-    yield { type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } };
+    parts.push({ type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } });
+    return parts;
   }
 }
 
-/** A promise that rejects with the signal's reason once it aborts (already handled, so never "unhandled"). */
-function abortedPromise(signal: AbortSignal): { promise: Promise<never>; dispose: () => void } {
-  let onAbort = () => {};
-  const promise = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  promise.catch(() => undefined);
-  return { promise, dispose: () => signal.removeEventListener("abort", onAbort) };
+/**
+ * The simulated stream: each text token `delayMs` after the one before, the other parts at once.
+ * An iterator written out rather than an async generator, with one abort listener for the whole
+ * stream: a thousand streams at 100 tokens/s are a hundred thousand parts a second, and a
+ * generator's extra promise hops and a listener added and removed per token were most of what
+ * a step cost the benchmark's worker. An abort rejects the pending part at once.
+ */
+class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
+  private parts: ModelStreamPart[] | undefined;
+  private next_ = 0;
+  private rejectPending: ((reason: unknown) => void) | undefined;
+  private readonly onAbort = () => this.rejectPending?.(this.signal.reason);
+  private listening = false;
+
+  constructor(
+    private readonly plan: () => ModelStreamPart[],
+    private readonly delayMs: number,
+    private readonly clock: Clock,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<ModelStreamPart>> {
+    if (this.signal.aborted) return this.finish(Promise.reject(this.signal.reason));
+    // Planned on the first read, as a generator would: a script that throws fails the read.
+    try {
+      this.parts ??= this.plan();
+    } catch (error) {
+      return this.finish(Promise.reject(error));
+    }
+    const part = this.parts[this.next_];
+    if (part === undefined) return this.finish(Promise.resolve({ done: true, value: undefined }));
+    this.next_ += 1;
+    if (part.type !== "text-delta" || this.delayMs <= 0) return Promise.resolve({ done: false, value: part });
+    if (!this.listening) {
+      this.listening = true;
+      this.signal.addEventListener("abort", this.onAbort, { once: true });
+    }
+    return new Promise((resolve, reject) => {
+      this.rejectPending = reject;
+      this.clock.sleep(this.delayMs).then(() => {
+        this.rejectPending = undefined;
+        if (this.signal.aborted) reject(this.signal.reason);
+        else resolve({ done: false, value: part });
+      }, reject);
+    });
+  }
+
+  return(): Promise<IteratorResult<ModelStreamPart>> {
+    return this.finish(Promise.resolve({ done: true, value: undefined }));
+  }
+
+  private finish<T>(result: Promise<T>): Promise<T> {
+    this.next_ = Number.POSITIVE_INFINITY;
+    this.parts = [];
+    if (this.listening) this.signal.removeEventListener("abort", this.onAbort);
+    this.listening = false;
+    return result;
+  }
 }
