@@ -3,10 +3,10 @@ import { SimulatedModel, tool, toolLoopAgent, type AgentDefinition } from "../sr
 
 /**
  * The agent of the load and scale benchmarks: a tool loop on the simulated model at 100 tokens/s
- * with a 50 ms abortable lookup tool; `rounds` tool rounds make about 2·rounds + 1 steps. With
+ * (or `tokensPerSecond`) with a 50 ms abortable lookup tool; `rounds` tool rounds make about 2·rounds + 1 steps. With
  * `needsApproval`, each run pauses for a person's approval at its first lookup.
  */
-export function loaderAgent(rounds: number, options: { needsApproval?: boolean } = {}): AgentDefinition {
+export function loaderAgent(rounds: number, options: { needsApproval?: boolean; tokensPerSecond?: number } = {}): AgentDefinition {
   const sleep = (ms: number, signal: AbortSignal) =>
     new Promise<void>((resolve, reject) => {
       const timer = setTimeout(resolve, ms);
@@ -21,5 +21,5 @@ export function loaderAgent(rounds: number, options: { needsApproval?: boolean }
     ...(options.needsApproval ? { needsApproval: true } : {}),
     execute: async ({ query }, ctx) => (await sleep(50, ctx.signal), { query, found: 3 }),
   });
-  return toolLoopAgent({ name: "loader", tools: [lookup], model: new SimulatedModel({ tokensPerSecond: 100, rounds }), budgets: { maxSteps: 1000 } });
+  return toolLoopAgent({ name: "loader", tools: [lookup], model: new SimulatedModel({ tokensPerSecond: options.tokensPerSecond ?? 100, rounds }), budgets: { maxSteps: 1000 } });
 }

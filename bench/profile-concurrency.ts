@@ -1,6 +1,7 @@
 /**
  * A profiling driver for the one-worker concurrency case of bench/scale.ts (SQLite only): PROFILE_RUNS
- * (default 1000) loader runs at once; prints steps/s, CPU ms per step and loop delay. Run it under
+ * (default 1000) loader runs at once; prints steps/s, CPU ms per step and loop delay. PROFILE_TOKENS_PER_SECOND
+ * (default 100; `Infinity` streams every token at once) separates the engine's cost from the token stream's. Run it under
  * `node --cpu-prof --import tsx bench/profile-concurrency.ts` and summarise with bench/cpuprofile-summary.ts.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -12,10 +13,11 @@ import { createTether, SqliteStore } from "../src/index.js";
 import { loaderAgent } from "./loader-agent.js";
 
 const runs = Number(process.env.PROFILE_RUNS ?? 1000);
+const tokensPerSecond = Number(process.env.PROFILE_TOKENS_PER_SECOND ?? 100);
 const dir = mkdtempSync(join(tmpdir(), "tether-prof-"));
 const path = join(dir, "tether.db");
 const store = new SqliteStore({ path });
-const tether = createTether({ agents: [loaderAgent(6)], store, concurrency: runs, secrets: false });
+const tether = createTether({ agents: [loaderAgent(6, { tokensPerSecond })], store, concurrency: runs, secrets: false });
 tether.startWorker();
 const reader = new Database(path, { readonly: true });
 const open = reader.prepare("SELECT count(*) FROM runs WHERE status IN ('queued','running','pausing','paused')").pluck();
@@ -33,7 +35,7 @@ const s = (performance.now() - t0) / 1000;
 loop.disable();
 const cpu = process.cpuUsage(cpu0);
 const steps = Number(stepsQ.get());
-console.log(JSON.stringify({ runs, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1) }));
+console.log(JSON.stringify({ runs, tokensPerSecond, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1) }));
 reader.close();
 await tether.close();
 await store.close();
