@@ -188,7 +188,8 @@ describe.skipIf(!runBrowserSuites)("dashboard (browser, against tether serve)", 
     await expect.poll(() => runStatus(page).getAttribute("data-status")).toBe("paused");
     await page.keyboard.press("c");
     const dialog = page.locator("[data-testid=cancel-dialog]");
-    await expect.poll(() => dialog.locator("[data-testid=compensation]").count()).toBeGreaterThan(0);
+    // The dialog reads the preview from the server when it opens: on a loaded machine that takes more than expect.poll's default second.
+    await expect.poll(() => dialog.locator("[data-testid=compensation]").count(), { timeout: 15_000 }).toBeGreaterThan(0);
     const preview = await clients.operator.cancelPreview(run.id);
     const rows = dialog.locator("[data-testid=compensation]");
     expect(await rows.evaluateAll((els) => els.map((el) => Number(el.getAttribute("data-call-seq"))))).toEqual(preview.compensations.map((c) => c.callSeq));
