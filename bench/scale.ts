@@ -357,8 +357,9 @@ async function pausedMemory(): Promise<Record<string, unknown>> {
   const emptySchema = schemaName("idle");
   const fullSchema = schemaName("paused");
   const store = await new PostgresStore({ connectionString: url, schema: fullSchema, poolSize: 8 }).open();
-  // Runs paused by a person while their first model call streams, 1,000 at a time.
-  const control = createTether({ agents: [loaderAgent(rounds)], store, concurrency: 1000, secrets: false });
+  // Runs paused by a person while their first model call streams, 1,000 at a time: at 2 tokens/s
+  // that call outlasts the pauses (at 100 tokens/s a run could end before its pause landed).
+  const control = createTether({ agents: [loaderAgent(rounds, { tokensPerSecond: 2 })], store, concurrency: 1000, secrets: false });
   control.startWorker();
   try {
     for (let i = 0; i < pausedRuns; i += 1000) {
@@ -370,8 +371,8 @@ async function pausedMemory(): Promise<Record<string, unknown>> {
               await control.pause(run.id, { reason: "bench", wait: true });
               return;
             } catch (error) {
-              // Still queued: not claimed yet.
-              if ((error as { code?: string }).code !== "illegal_transition") throw error;
+              // Still queued: not claimed yet. Any other status (it ended) is an error, not a retry.
+              if ((error as { code?: string }).code !== "illegal_transition" || (await store.getRun(run.id))?.status !== "queued") throw error;
               await sleep(50);
             }
           }
