@@ -319,7 +319,7 @@ export class SqliteStore implements Store {
       try {
         return { ok: true, value: this.updateInSavepoint!(update) };
       } catch (error) {
-        return { ok: false, error: TetherError.isInstance(error) ? error : new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error }) };
+        return { ok: false, error: this.storeError(error) };
       }
     });
   });
@@ -366,12 +366,17 @@ export class SqliteStore implements Store {
         // IMMEDIATE takes the write lock up front, so two processes never deadlock on upgrade.
         result = transaction.immediate(...args);
       } catch (error) {
-        if (TetherError.isInstance(error)) throw error;
-        throw new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
+        throw this.storeError(error);
       }
       this.wrote();
       return result;
     };
+  }
+
+  /** A failed write as callers see it: Tether's own errors as they are, SQLite's as `store_error`. */
+  private storeError(error: unknown): TetherError {
+    if (TetherError.isInstance(error)) return error;
+    return new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
   }
 
   /**
