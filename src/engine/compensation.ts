@@ -46,6 +46,18 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** An undo's final outcome: the effect compensated, or failed for a person to see. */
+async function recordOutcome(host: CancellationHost, effect: EffectRecord, attempts: number, succeeded: boolean, lastError: string): Promise<void> {
+  const at = host.ctx.clock.now();
+  const entry: JournalInput = succeeded
+    ? { type: "compensation.succeeded", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts } }
+    : { type: "compensation.failed", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts, error: lastError, final: true } };
+  await host.write({
+    effects: [{ ...effect, state: succeeded ? "compensated" : "failed", attempts, error: succeeded ? null : lastError, updatedAt: at }],
+    journal: [entry],
+  });
+}
+
 /**
  * cancelling → cancelled: every completed effect with `compensate`, newest first, each once
  * (a crash mid-way continues here with the same idempotency key), retried with backoff and
@@ -78,21 +90,30 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
         journal: [{ type: "compensation.started", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempt: attempts } }],
       });
       const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), host.stopSignal]);
+      const undo = Promise.resolve().then(() =>
+        compensate(effect.input, effect.result, {
+          runId,
+          idempotencyKey: compensationKey(runId, effect.callSeq),
+          signal,
+          attempt: attempts,
+          resource: <T>(name: string) => host.compensationResource(name) as T | undefined,
+        }),
+      );
       try {
-        await Promise.race([
-          compensate(effect.input, effect.result, {
-            runId,
-            idempotencyKey: compensationKey(runId, effect.callSeq),
-            signal,
-            attempt: attempts,
-            resource: <T>(name: string) => host.compensationResource(name) as T | undefined,
-          }),
-          new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error(`timed out after ${timeoutMs} ms`)), { once: true })),
-        ]);
+        await Promise.race([undo, new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error(`timed out after ${timeoutMs} ms`)), { once: true }))]);
         succeeded = true;
       } catch (error) {
         lastError = errorText(error);
-        if (host.stopSignal.aborted) return;
+        if (host.stopSignal.aborted) {
+          // Halted (or the lease lost) mid-undo: stop waiting, but keep the outcome of an undo
+          // that finishes anyway, so the cancel that goes on after the halt does not repeat it.
+          const attempt = attempts;
+          void undo.then(
+            () => recordOutcome(host, effect, attempt, true, "").catch(() => undefined),
+            () => undefined,
+          );
+          return;
+        }
         if (attempts < maxAttempts) {
           await host.write({
             journal: [{ type: "compensation.failed", at: ctx.clock.now(), callSeq: effect.callSeq, data: { tool: effect.tool, attempt: attempts, error: lastError, final: false } }],
@@ -100,14 +121,7 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
         }
       }
     }
-    const at = ctx.clock.now();
-    const entry: JournalInput = succeeded
-      ? { type: "compensation.succeeded", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts } }
-      : { type: "compensation.failed", at, callSeq: effect.callSeq, data: { tool: effect.tool, attempts, error: lastError, final: true } };
-    await host.write({
-      effects: [{ ...effect, state: succeeded ? "compensated" : "failed", attempts, error: succeeded ? null : lastError, updatedAt: at }],
-      journal: [entry],
-    });
+    await recordOutcome(host, effect, attempts, succeeded, lastError);
   }
   const resources = await host.releaseResources();
   const all = await ctx.store.listEffects(runId);

@@ -28,6 +28,7 @@ export async function haltRuns(host: ControlHost, options: ControlOptions & { ag
               status: "halted",
               statusReason: options.reason ?? `halted by ${command.actor}`,
               pauseMode: null,
+              haltedFrom: run.status === "cancelling" ? "cancelling" : null,
               ...(since !== null ? { runningSince: null, activeMs: run.activeMs + now - since } : {}),
             },
             journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
@@ -44,26 +45,43 @@ export async function haltRuns(host: ControlHost, options: ControlOptions & { ag
   return { scope, halted };
 }
 
-/** Lifts the halt: halted runs become paused, and their owners decide what next. */
-export async function unhaltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<{ scope: string; paused: string[] }> {
+export interface UnhaltResult {
+  scope: string;
+  /** Halted runs now paused: their owners decide what next. */
+  paused: string[];
+  /** Runs the halt stopped while they were cancelling: back to `cancelling`, their compensation goes on. */
+  cancelling: string[];
+}
+
+/**
+ * Lifts the halt: halted runs become paused, and their owners decide what next. A run the halt
+ * stopped while it was being cancelled goes back to `cancelling`: the cancel was a person's
+ * decision that the halt only postponed, and a paused run could be resumed past it.
+ */
+export async function unhaltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<UnhaltResult> {
   const store = host.ctx.store;
   const scope = options.agent ? `agent:${options.agent}` : "*";
   const global = newCommand(host.ctx, "unhalt", null, options, { scope });
   await store.clearHalt(scope);
   await store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
   const paused: string[] = [];
+  const cancelling: string[] = [];
   const remaining = await store.listHalts();
   for (const candidate of await store.listRuns({ status: ["halted"], agent: options.agent, limit: 100_000 })) {
     if (remaining.some((h) => h.scope === "*" || h.scope === `agent:${candidate.agent}`)) continue;
     const command = newCommand(host.ctx, "unhalt", candidate.id, options, { scope });
-    await applyControl(host, candidate.id, command, async (run, now) => {
-      if (run.status !== "halted") return { noop: true };
+    let to = "paused" as "paused" | "cancelling";
+    const run = await applyControl(host, candidate.id, command, async (current, now) => {
+      if (current.status !== "halted") return { noop: true };
+      to = current.haltedFrom === "cancelling" ? "cancelling" : "paused";
+      const reason = to === "cancelling" ? "halt lifted: the cancel goes on" : "halt lifted";
       return {
-        update: { set: { status: "paused", statusReason: "halt lifted", lease: null }, journal: [statusEntry(now, "halted", "paused", "halt lifted", { actor: command.actor })] },
+        update: { set: { status: to, statusReason: reason, lease: null, haltedFrom: null }, journal: [statusEntry(now, "halted", to, reason, { actor: command.actor })] },
         applied: true,
       };
     });
-    paused.push(candidate.id);
+    (to === "cancelling" ? cancelling : paused).push(candidate.id);
+    if (to === "cancelling" && host.claims() && host.ctx.agents.has(run.agent)) host.claimSoon(run);
   }
-  return { scope, paused };
+  return { scope, paused, cancelling };
 }

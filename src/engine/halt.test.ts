@@ -78,6 +78,57 @@ describe("halt, the kill switch", () => {
     expect(statuses).toEqual(["queued>running", "running>halted", "halted>cancelling", "cancelling>cancelled"]);
   });
 
+  it("a halt stops a cancel's compensation between two undos; lifting it returns the run to cancelling, and every effect is undone once", async () => {
+    const ledger = new Ledger();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
+    const publish = effectTool({
+      name: "publish",
+      ledger,
+      compensable: true,
+      beforeCompensate: async () => {
+        // The first undo waits here, so the halt lands while the cancel is compensating.
+        if (holding) return;
+        holding = true;
+        await held;
+      },
+    });
+    const wait = effectTool({ name: "wait", ledger, durationMs: 5_000, abortable: true });
+    const steps = [
+      { tool: "publish", input: { id: "a" } },
+      { tool: "publish", input: { id: "b" } },
+      { tool: "wait", input: { id: "c" } },
+    ];
+    h = harness([sequenceAgent({ name: "drafts", tools: [publish, wait], steps })]);
+    const rt = h.runtime;
+    const run = await rt.start("drafts", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 1);
+    await rt.cancel(run.id, { actor: "owner" });
+    await waitUntil(() => holding, { what: "the first compensation" });
+    await rt.halt({ actor: "root", agent: "drafts" });
+    release();
+    await rt.settled(run.id);
+    expect(await rt.get(run.id)).toMatchObject({ status: "halted", haltedFrom: "cancelling" });
+    // The undo under way when the halt came finished, and its outcome is kept; the next one did not start.
+    await waitUntil(async () => (await rt.effects(run.id)).find((e) => e.callSeq === 2)?.state === "compensated", { what: "the late undo's outcome" });
+    expect(ledger.compensations.map((c) => c.input.id)).toEqual(["b"]);
+    expect((await rt.effects(run.id)).find((e) => e.callSeq === 1)?.state).toBe("done");
+    await expect(rt.resume(run.id)).rejects.toMatchObject({ code: "halted" });
+
+    const lifted = await rt.unhalt({ actor: "root", agent: "drafts" });
+    expect(lifted).toEqual({ scope: "agent:drafts", paused: [], cancelling: [run.id] });
+    const ended = await rt.waitFor(run.id, ["cancelled", "paused", "failed", "completed"]);
+    expect(ended).toMatchObject({ status: "cancelled", haltedFrom: null });
+    expect(ended.report?.compensated).toEqual([
+      { callSeq: 2, tool: "publish" },
+      { callSeq: 1, tool: "publish" },
+    ]);
+    expect(ledger.compensations.map((c) => c.input.id)).toEqual(["b", "a"]);
+    const statuses = (await rt.journal(run.id)).filter((e) => e.type === "status").map((e) => `${e.data.from}>${e.data.to}`);
+    expect(statuses).toEqual(["queued>running", "running>cancelling", "cancelling>halted", "halted>cancelling", "cancelling>cancelled"]);
+  });
+
   it("does not wait for a tool that ignores its signal, but keeps its late result, so it never runs twice", async () => {
     const ledger = new Ledger();
     const slow = effectTool({ name: "slow", ledger, durationMs: 1_000 });

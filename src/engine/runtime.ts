@@ -13,7 +13,7 @@ import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
 import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
-import { haltRuns, unhaltRuns } from "./halt-command.js";
+import { haltRuns, unhaltRuns, type UnhaltResult } from "./halt-command.js";
 import type { ProcessProbe } from "./lease-holder.js";
 import { RunWatcher } from "./run-watcher.js";
 import { randomIds, type IdGenerator } from "./ids.js";
@@ -467,7 +467,7 @@ export class Runtime {
   }
 
   /** Lifts the halt: halted runs become paused, and their owners decide what next. */
-  async unhalt(options: ControlOptions & { agent?: string } = {}): Promise<{ scope: string; paused: string[] }> {
+  async unhalt(options: ControlOptions & { agent?: string } = {}): Promise<UnhaltResult> {
     return unhaltRuns(this.host, options);
   }
 

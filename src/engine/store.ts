@@ -137,6 +137,11 @@ export interface RunRecord {
    * after a resume without it.
    */
   forcedResume?: { actor: string; at: number } | null;
+  /**
+   * Set by a halt that stopped a run while it was `cancelling`: lifting the halt returns it to
+   * `cancelling`, so the compensation a person asked for finishes. Null or absent otherwise.
+   */
+  haltedFrom?: "cancelling" | null;
   /** Calls aborted since the last `started`, whose key the next attempt of the same call keeps (cleared by the next `started`). */
   reissue?: ReissuableCall[] | null;
   lease: Lease | null;
@@ -175,6 +180,7 @@ export type RunPatch = Partial<
     | "uncheckedResume"
     | "forcedResume"
     | "reissue"
+    | "haltedFrom"
   >
 >;
 

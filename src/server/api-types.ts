@@ -167,7 +167,10 @@ export interface HaltResponse {
 
 export interface UnhaltResponse {
   scope: string;
+  /** Halted runs now paused. */
   paused: string[];
+  /** Runs the halt stopped while they were being cancelled: cancelling again, their compensation goes on. */
+  cancelling: string[];
 }
 
 export interface ErrorBody {

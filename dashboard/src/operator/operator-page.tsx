@@ -197,7 +197,7 @@ export function OperatorPage() {
                   setLiftBusy(true);
                   try {
                     const result = await client.unhalt(lifting.scope === "*" ? undefined : lifting.scope.replace(/^agent:/, ""));
-                    toast(`Halt lifted: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused`, "success");
+                    toast(`Halt lifted: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused${result.cancelling.length ? `, ${result.cancelling.length} cancelling again` : ""}`, "success");
                     setLifting(null);
                   } catch (error) {
                     toast(`Could not lift the halt: ${errorMessage(error)}`, "danger");

@@ -49,7 +49,7 @@ export function haltCommands(program: Command, io: CliIo): void {
 
   program
     .command("unhalt")
-    .description("lift a halt (admin): halted runs become paused, for their owners to resume or cancel")
+    .description("lift a halt (admin): halted runs become paused, for their owners to resume or cancel; a run halted while cancelling goes on cancelling")
     .option("--agent <name>", "lift the halt of this agent")
     .option("--reason <text>", "why (journaled with your name)")
     .option("--json", "print JSON")
@@ -59,6 +59,7 @@ export function haltCommands(program: Command, io: CliIo): void {
         if (globals.json) return out(io, JSON.stringify(result));
         out(io, `lifted halt ${result.scope}: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused`);
         for (const id of result.paused) info(io, `  tether resume ${id}`);
+        if (result.cancelling.length) out(io, `${result.cancelling.length} run${result.cancelling.length === 1 ? "" : "s"} halted while cancelling now cancelling again: ${result.cancelling.join(", ")}`);
       });
     });
 }
