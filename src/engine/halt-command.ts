@@ -3,6 +3,7 @@ import { IllegalTransitionError } from "./errors.js";
 import { settlePendingCommands } from "./pending-commands.js";
 import { isTerminal, type RunStatus } from "./status.js";
 import { statusEntry } from "./status-entry.js";
+import type { RunRecord } from "./store.js";
 
 const activeStatuses: RunStatus[] = ["queued", "running", "pausing", "paused", "cancelling", "halted"];
 
@@ -32,7 +33,8 @@ export async function haltRuns(host: ControlHost, options: ControlOptions & { ag
               ...(since !== null ? { runningSince: null, activeMs: run.activeMs + now - since } : {}),
             },
             journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
-            appliedCommands: await settlePendingCommands(store, run.id, { pause: "superseded: halt", cancel: "superseded: halt" }, now),
+            // A cancel under way stays pending: lifting the halt takes the run back to cancelling, and the cancel ends applied.
+            appliedCommands: await settlePendingCommands(store, run.id, { pause: "superseded: halt" }, now),
           },
           applied: true,
         };
@@ -71,15 +73,22 @@ export async function unhaltRuns(host: ControlHost, options: ControlOptions & { 
     if (remaining.some((h) => h.scope === "*" || h.scope === `agent:${candidate.agent}`)) continue;
     const command = newCommand(host.ctx, "unhalt", candidate.id, options, { scope });
     let to = "paused" as "paused" | "cancelling";
-    const run = await applyControl(host, candidate.id, command, async (current, now) => {
-      if (current.status !== "halted") return { noop: true };
-      to = current.haltedFrom === "cancelling" ? "cancelling" : "paused";
-      const reason = to === "cancelling" ? "halt lifted: the cancel goes on" : "halt lifted";
-      return {
-        update: { set: { status: to, statusReason: reason, lease: null, haltedFrom: null }, journal: [statusEntry(now, "halted", to, reason, { actor: command.actor })] },
-        applied: true,
-      };
-    });
+    let run: RunRecord;
+    try {
+      run = await applyControl(host, candidate.id, command, async (current, now) => {
+        // Moved on since it was listed (a cancel of the halted run): nothing of it to lift.
+        if (current.status !== "halted") return { refuse: new IllegalTransitionError(current.id, "unhalt", current.status) };
+        to = current.haltedFrom === "cancelling" ? "cancelling" : "paused";
+        const reason = to === "cancelling" ? "halt lifted: the cancel goes on" : "halt lifted";
+        return {
+          update: { set: { status: to, statusReason: reason, lease: null, haltedFrom: null }, journal: [statusEntry(now, "halted", to, reason, { actor: command.actor })] },
+          applied: true,
+        };
+      });
+    } catch (error) {
+      if (error instanceof IllegalTransitionError) continue;
+      throw error;
+    }
     (to === "cancelling" ? cancelling : paused).push(candidate.id);
     if (to === "cancelling" && host.claims() && host.ctx.agents.has(run.agent)) host.claimSoon(run);
   }

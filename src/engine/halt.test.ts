@@ -127,6 +127,8 @@ describe("halt, the kill switch", () => {
     expect(ledger.compensations.map((c) => c.input.id)).toEqual(["b", "a"]);
     const statuses = (await rt.journal(run.id)).filter((e) => e.type === "status").map((e) => `${e.data.from}>${e.data.to}`);
     expect(statuses).toEqual(["queued>running", "running>cancelling", "cancelling>halted", "halted>cancelling", "cancelling>cancelled"]);
+    // The owner's cancel waited through the halt and ended applied; the halt and its lifting were applied too.
+    expect((await rt.commands(run.id)).map((c) => `${c.type} ${c.actor}: ${c.outcome}`)).toEqual(["cancel owner: applied", "halt root: applied", "resume local: refused: halted", "unhalt root: applied"]);
   });
 
   it("does not wait for a tool that ignores its signal, but keeps its late result, so it never runs twice", async () => {

@@ -6,7 +6,7 @@
  */
 import { createTether, type Store } from "../../src/index.js";
 import { PostgresStore } from "../../src/stores/pg-store.js";
-import { crashAgent, type AgentTimings } from "../crash/agents.js";
+import { crashAgent, haltedAgentName, type AgentTimings } from "../crash/agents.js";
 import { Ledger } from "../crash/ledger.js";
 
 export interface PgWorkerOptions extends AgentTimings {
@@ -38,7 +38,7 @@ const store: Store = new Proxy(postgres, {
 
 const workerId = `worker-pid-${process.pid}`;
 const runtime = createTether({
-  agents: [crashAgent(ledger, options)],
+  agents: [crashAgent(ledger, options), crashAgent(ledger, options, haltedAgentName)],
   store,
   leaseMs: options.leaseMs,
   workerPollMs: 20,

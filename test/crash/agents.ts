@@ -11,6 +11,8 @@ import type { Ledger } from "./ledger.js";
  */
 
 export const crashAgentName = "crash-agent";
+/** The same agent under a second name: the races and the soak halt this one's scope (`halt --agent`), while the first goes on. */
+export const haltedAgentName = "crash-agent-haltable";
 
 export interface AgentTimings {
   /** Streaming speed of the simulated model. */
@@ -120,9 +122,9 @@ function crashTools(ledger: Ledger, timings: AgentTimings) {
   return [recordFact, appendLog, publishDraft];
 }
 
-export function crashAgent(ledger: Ledger, timings: AgentTimings): AgentDefinition {
+export function crashAgent(ledger: Ledger, timings: AgentTimings, name = crashAgentName): AgentDefinition {
   return toolLoopAgent({
-    name: crashAgentName,
+    name,
     tools: crashTools(ledger, timings),
     model: new SimulatedModel({ seed: 11, tokensPerSecond: timings.tokensPerSecond, script: planScript }),
     maxTurns: 10_000,

@@ -5,7 +5,7 @@
  */
 import { createTether, SqliteStore, type Store } from "../../src/index.js";
 import { PostgresStore } from "../../src/stores/pg-store.js";
-import { crashAgent, crashFunctionAgent, crashParallelLoopAgent, type AgentTimings } from "./agents.js";
+import { crashAgent, crashFunctionAgent, crashParallelLoopAgent, haltedAgentName, type AgentTimings } from "./agents.js";
 import { Ledger } from "./ledger.js";
 
 export interface ChildOptions extends AgentTimings {
@@ -23,7 +23,7 @@ const store: Store = options.url
   ? await new PostgresStore({ connectionString: options.url, schema: options.schema ?? "tether", poolSize: 4 }).open()
   : new SqliteStore({ path: options.dbPath ?? "" });
 const runtime = createTether({
-  agents: [crashAgent(ledger, options), crashFunctionAgent(ledger, options), crashParallelLoopAgent(ledger, options)],
+  agents: [crashAgent(ledger, options), crashAgent(ledger, options, haltedAgentName), crashFunctionAgent(ledger, options), crashParallelLoopAgent(ledger, options)],
   store,
   leaseMs: options.leaseMs,
   workerPollMs: 20,

@@ -1,7 +1,7 @@
 /**
  * The control races (`npm run races`): three controller processes fire conflicting pause,
- * resume and cancel commands at the same runs at the same moment, RACES_ROUNDS rounds (default
- * 500) per store, on SQLite (one worker process) and PostgreSQL (two; RACES_STORES, default
+ * resume and cancel commands at the same runs at the same moment, with halts and unhalts of one
+ * agent's scope among them, RACES_ROUNDS rounds (default 500) per store, on SQLite (one worker process) and PostgreSQL (two; RACES_STORES, default
  * `sqlite,postgres`). RACES_SEED (default 1). Exits 1 on any violation.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,7 +21,8 @@ for (const store of stores) {
   log(`races on ${store}: ${rounds} rounds, seed ${seed}`);
   const report = await runRaces({ store, dir, seed, rounds, log });
   log(
-    `races on ${store}: ${report.races} races over ${report.rounds} rounds on ${report.runs} runs, ${report.commands} commands, answers ${JSON.stringify(report.answers)}, ` +
+    `races on ${store}: ${report.races} races over ${report.rounds} rounds on ${report.runs} runs, ${report.commands} commands, ` +
+      `halts and unhalts ${JSON.stringify(report.scopeCommands)} (${report.haltedRuns} runs halted, ${report.cancellingAfterUnhalt} back to cancelling), answers ${JSON.stringify(report.answers)}, ` +
       `outcomes ${JSON.stringify(report.outcomes)}, spread within a race p50 ${report.spreadMs.p50} ms / max ${report.spreadMs.max} ms, ` +
       `runs ended ${JSON.stringify(report.figures.byStatus)}, ${Math.round(report.durationMs / 1000)} s, violations: ${report.violations.length}`,
   );

@@ -4,20 +4,22 @@ import { createTether, SqliteStore, type CommandRecord, type Store } from "../..
 import { seededRandom, type Random } from "../../src/models/seeded-random.js";
 import { tempPostgres, type TempPostgres } from "../../src/testing/temp-postgres.js";
 import type { PgWorkerOptions } from "../cluster/pg-worker.js";
-import { crashAgent, crashAgentName, crashPrompt } from "../crash/agents.js";
+import { crashAgent, crashAgentName, crashPrompt, haltedAgentName } from "../crash/agents.js";
 import type { ChildOptions } from "../crash/child.js";
 import { ChildWorker, projectRoot, sleep, waitUntil } from "../crash/child-process.js";
 import { Ledger } from "../crash/ledger.js";
 import { checkSoak, type SoakFigures, type SoakViolation } from "../soak/soak-checker.js";
-import type { RaceAction, RaceAnswer, RaceCommand, RaceControllerOptions } from "./race-controller.js";
+import type { RaceAction, RaceAnswer, RaceCommand, RaceControllerOptions, ScopeAnswer, ScopeCommand } from "./race-controller.js";
 
 /**
  * Control races across processes: worker processes execute runs of the crash campaign's agent
  * while three controller processes, each a runtime on its own connection, fire conflicting
- * pause / resume / cancel commands on the same runs at the same moment, round after round. Then
- * every paused run is resumed until all have ended, and the store and the ledger are read
- * afresh: the soak's checker, plus what the races promise: each command exactly one recorded
- * outcome, the one its caller was told; the final status the one the outcomes lead to.
+ * pause / resume / cancel commands on the same runs at the same moment, round after round. Half
+ * the runs belong to a second agent whose scope is halted and lifted now and then, by a
+ * controller in the same moment as the other commands. Then every paused run is resumed until
+ * all have ended, and the store and the ledger are read afresh: the soak's checker, plus what
+ * the races promise: each command exactly one recorded outcome, the one its caller was told;
+ * the final status the one the outcomes lead to; a halt applied to every run it names.
  */
 
 export type RacesStoreKind = "sqlite" | "postgres";
@@ -46,6 +48,11 @@ export interface RacesReport {
   rounds: number;
   /** A run raced in a round: all controllers fired a command at it at the same moment. */
   races: number;
+  /** Halts and unhalts of the second agent's scope, fired with a round's commands. */
+  scopeCommands: Record<string, number>;
+  /** Runs a halt stopped, and runs an unhalt sent back to cancelling. */
+  haltedRuns: number;
+  cancellingAfterUnhalt: number;
   runs: number;
   commands: number;
   /** How the callers were answered: `ok` or the error code. */
@@ -89,6 +96,8 @@ const answerFits: Record<CommandRecord["type"], readonly string[]> = {
 };
 const ended = ["completed", "failed", "cancelled"];
 const timings = { tokensPerSecond: 400, compensateMs: 10 };
+/** In a round, the chance that a controller also halts the second agent's scope (or lifts its halt). */
+const scopeChance = 0.2;
 
 export async function runRaces(options: RacesOptions): Promise<RacesReport> {
   const started = Date.now();
@@ -110,7 +119,7 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
   };
   const ledger = new Ledger(ledgerPath);
   const store = await openStore();
-  const starter = createTether({ agents: [crashAgent(ledger, timings)], store, worker: false });
+  const starter = createTether({ agents: [crashAgent(ledger, timings), crashAgent(ledger, timings, haltedAgentName)], store, worker: false });
 
   const children: ChildWorker[] = [];
   const violations: SoakViolation[] = [];
@@ -118,6 +127,8 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
   const runIds: string[] = [];
   const active = new Set<string>();
   let races = 0;
+  let halted = false;
+  const scopeIssued: { command: ScopeCommand; round: number; answer?: ScopeAnswer }[] = [];
   let promptSeed = options.seed * 100_000;
   let kept: string | undefined;
 
@@ -136,7 +147,9 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
     for (let round = 0; round < options.rounds; round++) {
       while (active.size < activeRuns) {
         const steps = 30 + Math.floor(random() * 31);
-        const run = await starter.start(crashAgentName, crashPrompt("campaign", promptSeed++, steps));
+        // A halted agent starts no run: while its halt holds, new runs are the first agent's.
+        const agent = !halted && random() < 0.5 ? haltedAgentName : crashAgentName;
+        const run = await starter.start(agent, crashPrompt("campaign", promptSeed++, steps));
         runIds.push(run.id);
         active.add(run.id);
       }
@@ -150,27 +163,40 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
           return { runId, action, actor };
         }),
       );
+      const scope: ScopeCommand[] = [];
+      if (random() < scopeChance) {
+        const action = halted ? "unhalt" : "halt";
+        scope.push({ action, agent: haltedAgentName, actor: `racer-scope-r${round}-${action}` });
+        scopeIssued.push({ command: scope[0], round });
+      }
+      const scopeBy = Math.floor(random() * controllers.length);
       // Every controller fires at the same wall-clock moment, a little ahead so each has the message.
       const at = Date.now() + 60;
       const replies = controllers.map(
         (controller, c) =>
-          new Promise<RaceAnswer[]>((resolve, reject) => {
+          new Promise<{ answers: RaceAnswer[]; scopeAnswers: ScopeAnswer[] }>((resolve, reject) => {
             const timer = setTimeout(() => reject(new Error(`controller ${controller.pid} did not answer round ${round} in 30 s: ${controller.stderr}`)), 30_000);
             const stop = controller.onMessage((message) => {
               if (message.type !== "fired" || message.round !== round) return;
               clearTimeout(timer);
               stop();
-              resolve(message.answers as RaceAnswer[]);
+              resolve({ answers: message.answers as RaceAnswer[], scopeAnswers: (message.scopeAnswers ?? []) as ScopeAnswer[] });
             });
-            controller.send({ type: "fire", round, at, commands: batches[c] });
+            controller.send({ type: "fire", round, at, commands: batches[c], scope: c === scopeBy ? scope : [] });
           }),
       );
-      for (const answer of (await Promise.all(replies)).flat()) issued.get(answer.actor)!.answer = answer;
+      const replied = await Promise.all(replies);
+      for (const answer of replied.flatMap((r) => r.answers)) issued.get(answer.actor)!.answer = answer;
+      for (const answer of replied.flatMap((r) => r.scopeAnswers)) {
+        scopeIssued.find((s) => s.command.actor === answer.actor)!.answer = answer;
+        if (answer.ok) halted = answer.action === "halt";
+      }
       for (const id of active) if (ended.includes((await starter.get(id)).status)) active.delete(id);
       if (round % 50 === 49) log(`${options.store}: ${round + 1} rounds, ${runIds.length} runs, ${issued.size} commands`);
       await sleep(Math.floor(random() * 80));
     }
 
+    if (halted) await starter.unhalt({ agent: haltedAgentName, actor: "drain" });
     log(`${options.store}: draining ${runIds.length} runs`);
     await waitUntil(
       async () => {
@@ -240,6 +266,27 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
     if (run.status === "cancelled" && !cancelApplied) violations.push({ rule: "command-outcome", runId, message: "cancelled, but no cancel command has the outcome applied" });
     if (cancelApplied && run.status !== "cancelled") violations.push({ rule: "command-outcome", runId, message: `a cancel was applied, but the run ended ${run.status}` });
   }
+  // A halt or unhalt: answered, and applied to every run it says it moved (the soak's checker saw those runs become halted, paused or cancelling after it).
+  const scopeCommands: Record<string, number> = {};
+  let haltedRuns = 0;
+  let cancellingAfterUnhalt = 0;
+  for (const { command, answer } of scopeIssued) {
+    const key = `${command.action}: ${answer ? (answer.ok ? "ok" : answer.code) : "no answer"}`;
+    scopeCommands[key] = (scopeCommands[key] ?? 0) + 1;
+    if (!answer?.ok) {
+      violations.push({ rule: "answer", runId: "*", message: `${command.actor} was answered ${answer ? `${answer.code}: ${answer.message}` : "nothing"}` });
+      continue;
+    }
+    const moved = [...(answer.halted ?? []), ...(answer.paused ?? []), ...(answer.cancelling ?? [])];
+    haltedRuns += answer.halted?.length ?? 0;
+    cancellingAfterUnhalt += answer.cancelling?.length ?? 0;
+    for (const runId of moved) {
+      const rows = (await checkStore.listCommands(runId)).filter((c) => c.actor === command.actor);
+      if (rows.length !== 1 || rows[0].type !== command.action || rows[0].outcome !== "applied") {
+        violations.push({ rule: "command-outcome", runId, message: `${command.actor} says it moved the run, its rows: ${JSON.stringify(rows.map((r) => `${r.type}: ${r.outcome}`))}` });
+      }
+    }
+  }
   checkLedger.close();
   ledger.close();
   const keep = violations.length > 0 && options.keepOnViolations !== false;
@@ -252,6 +299,9 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
     seed: options.seed,
     rounds: options.rounds,
     races,
+    scopeCommands,
+    haltedRuns,
+    cancellingAfterUnhalt,
     runs: runIds.length,
     commands: issued.size,
     answers,

@@ -223,7 +223,8 @@ function checkRun(run: RunRecord, journal: readonly JournalEntry[], effects: rea
   const effectSeqs = effects.map((e) => e.callSeq).sort((a, b) => a - b);
   if (JSON.stringify(effectSeqs) !== JSON.stringify(drafts)) problems.push(v("effects", `effects for calls ${effectSeqs.join(",")}, completed publish_draft calls ${drafts.join(",")}`));
   const succeeded = countBy(journal.filter((e) => e.type === "compensation.succeeded").map((e) => String(e.callSeq)));
-  const startedOrder = journal.filter((e) => e.type === "compensation.started").map((e) => e.callSeq ?? -1);
+  // An undo a halt interrupted starts again, with its key, once the halt is lifted: the order is that of first starts.
+  const startedOrder = [...new Set(journal.filter((e) => e.type === "compensation.started").map((e) => e.callSeq ?? -1))];
   if (run.status === "cancelled") {
     for (const effect of effects) {
       if (effect.state !== "compensated") problems.push(v("compensation", `effect of call ${effect.callSeq} is ${effect.state} after the cancel`));
@@ -253,8 +254,9 @@ function checkRun(run: RunRecord, journal: readonly JournalEntry[], effects: rea
     const after = journal.filter((e) => e.seq > at.seq && e.type === "status").map((e) => e.data.to as RunStatus);
     if (command.outcome === "applied") {
       // An approval decision changes no status by itself (the run continues once every call is decided).
-      const reached = ({ pause: "paused", resume: "running", cancel: "cancelled", halt: "halted", unhalt: "paused" } as Partial<Record<string, string>>)[command.type];
-      if (reached && !after.includes(reached as RunStatus)) problems.push(v("command-outcome", `command ${command.id} (${command.type}) applied, but the run never became ${reached} after it`));
+      // An unhalt sends a run the halt stopped mid-cancel back to cancelling.
+      const reached = ({ pause: ["paused"], resume: ["running"], cancel: ["cancelled"], halt: ["halted"], unhalt: ["paused", "cancelling"] } as Partial<Record<string, RunStatus[]>>)[command.type];
+      if (reached && !reached.some((s) => after.includes(s))) problems.push(v("command-outcome", `command ${command.id} (${command.type}) applied, but the run never became ${reached.join(" or ")} after it`));
     }
     if (command.outcome === "superseded: cancel" && !after.includes("cancelling")) problems.push(v("command-outcome", `command ${command.id} superseded by a cancel that the journal does not show`));
   }
@@ -319,9 +321,15 @@ function checkLedger(run: RunRecord, journal: readonly JournalEntry[], ledger: R
   } else if (compensated.length) {
     problems.push(v("ledger", `drafts ${compensated.join(",")} compensated in the ledger of a run that was not cancelled`));
   }
+  // Each undo ran once, or once more for each time the journal shows it started again (a halt
+  // interrupted it and its outcome was not back yet); the ledger applied it once by its key.
+  const startsOf = countBy(journal.filter((e) => e.type === "compensation.started").map((e) => `${run.id}:${e.callSeq}:compensate`));
   for (const c of ledger.compensations) {
     const attempts = ledger.compensationAttempts.get(c.key) ?? 0;
-    if (attempts !== 1) problems.push(v("ledger", `compensation ${c.key} ran ${attempts} times`));
+    const starts = startsOf.get(c.key) ?? 0;
+    if (attempts < 1 || attempts > starts) problems.push(v("ledger", `compensation ${c.key} ran ${attempts} times, started ${starts} times in the journal`));
   }
+  const wasHalted = journal.some((e) => e.type === "status" && e.data.to === "halted");
+  for (const [key, starts] of startsOf) if (starts > 1 && !wasHalted) problems.push(v("compensation", `compensation ${key} started ${starts} times in a run never halted`));
   return problems;
 }
