@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { createTether, SqliteStore, TetherError, type Runtime, type Store } from "../../src/index.js";
 import { seededRandom, type Random } from "../../src/models/seeded-random.js";
 import { tempPostgres, type TempPostgres } from "../../src/testing/temp-postgres.js";
-import { crashAgent, crashAgentName, crashPrompt } from "../crash/agents.js";
+import { crashAgent, crashAgentName, crashPrompt, haltedAgentName } from "../crash/agents.js";
 import { sleep, waitUntil } from "../crash/child-process.js";
 import { Ledger } from "../crash/ledger.js";
 import { checkSoak, type SoakFigures, type SoakViolation } from "./soak-checker.js";
@@ -12,8 +12,9 @@ import { checkSoak, type SoakFigures, type SoakViolation } from "./soak-checker.
  * The soak: for a while, runs of the crash campaign's agent (tools that write to a ledger
  * outside the store) execute in a worker while seeded random pause, resume, cancel and say
  * commands land on them from two runtimes, each on its own connection to the store (the
- * worker's own, and a control-only one, as a CLI or a server would be). Then every paused run
- * is resumed until all have ended, and `checkSoak` reads the store and the ledger afresh.
+ * worker's own, and a control-only one, as a CLI or a server would be). Half the runs belong to
+ * a second agent whose scope is halted and lifted now and then, among the other commands. Then
+ * every paused run is resumed until all have ended, and `checkSoak` reads the store and the ledger afresh.
  */
 
 export type SoakStoreKind = "sqlite" | "postgres";
@@ -49,7 +50,7 @@ export interface SoakReport {
   kept?: string;
 }
 
-type Action = "pause" | "pause-boundary" | "resume" | "cancel" | "say";
+type Action = "pause" | "pause-boundary" | "resume" | "cancel" | "say" | "halt" | "unhalt";
 /** Cancels are rare, so most runs live through many pauses and resumes before they end. */
 const actionWeights: [Action, number][] = [
   ["pause", 30],
@@ -57,6 +58,9 @@ const actionWeights: [Action, number][] = [
   ["resume", 36],
   ["say", 20],
   ["cancel", 4],
+  // Of the second agent's scope: every run of it at once.
+  ["halt", 1],
+  ["unhalt", 2],
 ];
 
 function pickAction(random: Random): Action {
@@ -69,7 +73,7 @@ function pickAction(random: Random): Action {
 }
 
 /** Refusals a caller may get when commands race with each other and with the run's own progress. */
-const expectedRefusals = new Set(["illegal_transition"]);
+const expectedRefusals = new Set(["illegal_transition", "halted"]);
 
 interface Backend {
   open(): Promise<Store>;
@@ -125,8 +129,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const backend = options.store === "sqlite" ? sqliteBackend(options.dir) : postgresBackend();
   const ledger = new Ledger(ledgerPath);
   const timings = { tokensPerSecond: 1_500, compensateMs: 10 };
-  const worker = createTether({ agents: [crashAgent(ledger, timings)], store: await backend.open(), leaseMs: 2_000, workerPollMs: 20, concurrency: 100, workerId: "soak-worker" });
-  const control = createTether({ agents: [crashAgent(ledger, timings)], store: await backend.open(), worker: false });
+  const agents = () => [crashAgent(ledger, timings), crashAgent(ledger, timings, haltedAgentName)];
+  const worker = createTether({ agents: agents(), store: await backend.open(), leaseMs: 2_000, workerPollMs: 20, concurrency: 100, workerId: "soak-worker" });
+  const control = createTether({ agents: agents(), store: await backend.open(), worker: false });
   worker.startWorker();
   const runtimes: Runtime[] = [worker, control];
 
@@ -145,6 +150,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       else if (action === "pause-boundary") await runtime.pause(runId, { actor: "soak", mode: "boundary" });
       else if (action === "resume") await runtime.resume(runId, { actor: "soak" });
       else if (action === "cancel") await runtime.cancel(runId, { actor: "soak" });
+      else if (action === "halt") await runtime.halt({ actor: "soak", agent: haltedAgentName });
+      else if (action === "unhalt") await runtime.unhalt({ actor: "soak", agent: haltedAgentName });
       else await runtime.say(runId, `note ${Math.floor(random() * 1_000)} from the soak`, { actor: "soak" });
     };
     return command().then(
@@ -162,7 +169,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const startRun = async () => {
     const steps = minSteps + Math.floor(random() * (maxSteps - minSteps + 1));
     const runtime = runtimes[Math.floor(random() * runtimes.length)];
-    const run = await runtime.start(crashAgentName, crashPrompt("campaign", promptSeed++, steps));
+    const prompt = crashPrompt("campaign", promptSeed++, steps);
+    // A halted agent starts no run (`halted`): then the run is the first agent's.
+    const run =
+      random() < 0.5
+        ? await runtime.start(haltedAgentName, prompt).catch((error: unknown) => {
+            if (TetherError.isInstance(error) && error.code === "halted") return runtime.start(crashAgentName, prompt);
+            throw error;
+          })
+        : await runtime.start(crashAgentName, prompt);
     runIds.push(run.id);
     active.add(run.id);
   };
@@ -193,6 +208,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     await Promise.all(inFlight);
 
     // Time is up: no more commands but resumes, until every run has ended.
+    await issue(control, "*", "unhalt");
     log(`${options.store}: draining ${runIds.length} runs`);
     await waitUntil(
       async () => {

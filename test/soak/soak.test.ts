@@ -11,7 +11,7 @@ import { checkSoak, describeViolation } from "./soak-checker.js";
 
 /**
  * The CI slice of the soak (`npm run soak` runs minutes per store): seeded random pause,
- * resume, cancel and say on runs whose tools write to a ledger, then the independent checker
+ * resume, cancel, say, and halts of one agent's scope, on runs whose tools write to a ledger, then the independent checker
  * reads the store and the ledger afresh. Each store gets its own seconds here.
  */
 const dir = mkdtempSync(join(tmpdir(), "tether-soak-ci-"));
@@ -32,7 +32,9 @@ function soakSlice(store: SoakStoreKind, seed: number) {
 
   it("did what it claims: many runs under every kind of command, pauses and cancels applied, effects compensated", () => {
     expect(report.runs).toBeGreaterThanOrEqual(40);
-    for (const action of ["pause", "pause-boundary", "resume", "cancel", "say"]) expect(report.issued[action] ?? 0).toBeGreaterThan(0);
+    for (const action of ["pause", "pause-boundary", "resume", "cancel", "say", "halt", "unhalt"]) expect(report.issued[action] ?? 0).toBeGreaterThan(0);
+    expect(report.figures.commandOutcomes["halt: applied"] ?? 0).toBeGreaterThan(0);
+    expect(report.figures.commandOutcomes["unhalt: applied"] ?? 0).toBeGreaterThan(0);
     expect(report.figures.commandOutcomes["pause: applied"] ?? 0).toBeGreaterThan(10);
     expect(report.figures.commandOutcomes["resume: applied"] ?? 0).toBeGreaterThan(10);
     expect(report.figures.byStatus.cancelled ?? 0).toBeGreaterThan(0);
