@@ -123,13 +123,13 @@ export const routeDocs: RouteDoc[] = [
   {
     method: "delete",
     path: "/halt",
-    summary: "Lift a halt; its runs wait paused",
+    summary: "Lift a halt; its runs wait paused (a run halted while cancelling goes on cancelling)",
     role: "admin",
     query: [
       { name: "agent", description: "lift this agent's halt (default: the global one)", schema: { type: "string" } },
       { name: "reason", description: "why, for the journal", schema: { type: "string" } },
     ],
-    success: { status: 200, description: "{ scope, paused }" },
+    success: { status: 200, description: "{ scope, paused, cancelling }" },
   },
   { method: "get", path: "/openapi.json", summary: "This document", role: "none", success: { status: 200, description: "the OpenAPI 3.1 document" } },
 ];
