@@ -49,6 +49,21 @@ describe("group commit (SQLite)", () => {
     }
   });
 
+  it("a transaction holds at most 64 updates: 150 made in one turn commit in four, and a timer that came due runs between two of them", async () => {
+    const ids = await createRuns(150);
+    const before = transactions();
+    let atTimer = -1;
+    setTimeout(() => (atTimer = transactions()), 0);
+    const results = await Promise.all(ids.map((runId, i) => store.update({ runId, set: { step: i + 1 }, journal: [{ type: "call.progress", at: 2000, data: { i } }] })));
+    const after = transactions();
+    // The first inline, then 64, 64 and 22 in the check phases of three turns.
+    expect(after - before).toBe(4);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(atTimer).toBeGreaterThan(before);
+    expect(atTimer).toBeLessThan(after);
+    for (const [i, runId] of ids.entries()) expect((await store.getRun(runId))?.step).toBe(i + 1);
+  });
+
   it("a lone update commits inline, before its promise is even awaited", async () => {
     const [runId] = await createRuns(1);
     await new Promise((resolve) => setImmediate(resolve));

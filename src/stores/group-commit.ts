@@ -9,6 +9,10 @@
  * transaction instead of one each: SQLite writes the pages they share (the runs table, the
  * journal's last leaf, the indexes) once, and takes its lock once.
  *
+ * A transaction holds at most `maxBatch` writes; the rest commit in the next turns' check
+ * phases, so the timers and I/O that came due in between (a pause, a stream's next token) run
+ * between two batches instead of after one long one.
+ *
  * Each write keeps its own outcome: `commitMany` applies them in order, each in its own
  * savepoint, so one that fails (a refused fence, bad input) is rolled back alone and rejects only
  * its own caller. A write is acknowledged only once the transaction that holds it has committed.
@@ -23,6 +27,7 @@ export class GroupCommit<T, R> {
     private readonly commitOne: (item: T) => R,
     /** Applies every item in one transaction; throws only when the transaction as a whole fails. */
     private readonly commitMany: (items: readonly T[]) => Outcome<R>[],
+    private readonly maxBatch = 64,
   ) {}
 
   submit(item: T): R | Promise<R> {
@@ -40,12 +45,20 @@ export class GroupCommit<T, R> {
     });
   }
 
-  /** Commits what waits now (also what `close` calls before the database goes away). */
+  /** Commits every write that waits (what `close` calls before the database goes away). */
+  flushAll(): void {
+    while (this.queue.length > 0) this.flush();
+  }
+
+  /** Commits the oldest `maxBatch` writes that wait, and schedules the rest for the next turn. */
   flush(): void {
     this.flushScheduled = false;
-    const batch = this.queue;
-    if (batch.length === 0) return;
-    this.queue = [];
+    if (this.queue.length === 0) return;
+    const batch = this.queue.splice(0, this.maxBatch);
+    if (this.queue.length > 0) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
     let outcomes: Outcome<R>[];
     try {
       outcomes = batch.length === 1 ? [{ ok: true, value: this.commitOne(batch[0].item) }] : this.commitMany(batch.map((pending) => pending.item));

@@ -705,7 +705,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     // Writes waiting for their turn's commit are committed, not dropped.
-    if (this.db.open) this.updates.flush();
+    if (this.db.open) this.updates.flushAll();
     clearInterval(this.watchTimer);
     this.watchTimer = undefined;
     this.watchers.clear();
