@@ -103,6 +103,9 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
   const started = Date.now();
   const log = options.log ?? (() => undefined);
   const random = seededRandom(options.seed);
+  // Its own stream, drawn the same number of times every round: which rounds halt or lift the
+  // halt depends on the seed alone, not on how many runs ended in between.
+  const scopeRandom = seededRandom(options.seed + 7_919);
   const controllerCount = options.controllers ?? 3;
   const workerCount = options.workers ?? (options.store === "sqlite" ? 1 : 2);
   const runsPerRound = options.runsPerRound ?? 4;
@@ -164,12 +167,12 @@ export async function runRaces(options: RacesOptions): Promise<RacesReport> {
         }),
       );
       const scope: ScopeCommand[] = [];
-      if (random() < scopeChance) {
+      const [scopeDraw, scopeBy] = [scopeRandom(), Math.floor(scopeRandom() * controllers.length)];
+      if (scopeDraw < scopeChance) {
         const action = halted ? "unhalt" : "halt";
         scope.push({ action, agent: haltedAgentName, actor: `racer-scope-r${round}-${action}` });
         scopeIssued.push({ command: scope[0], round });
       }
-      const scopeBy = Math.floor(random() * controllers.length);
       // Every controller fires at the same wall-clock moment, a little ahead so each has the message.
       const at = Date.now() + 60;
       const replies = controllers.map(
