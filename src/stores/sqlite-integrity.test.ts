@@ -52,15 +52,25 @@ async function storeWithRuns(): Promise<{ path: string; done: string[]; paused: 
   return { path, done, paused };
 }
 
-/** Flips one bit in the middle of the only place these bytes are in the file. */
-function flipInFile(path: string, text: string): void {
+/** Flips one bit of the only place these bytes are in the file: in the middle, or at character `offset` of them. */
+function flipInFile(path: string, text: string, offset = Math.floor(Buffer.byteLength(text) / 2)): void {
   const bytes = readFileSync(path);
   const needle = Buffer.from(text);
   const at = bytes.indexOf(needle);
   expect(at).toBeGreaterThan(0);
   expect(bytes.lastIndexOf(needle)).toBe(at);
-  bytes[at + Math.floor(needle.length / 2)] ^= 0x01;
+  bytes[at + offset] ^= 0x01;
   writeFileSync(path, bytes);
+}
+
+/** A run's row in the runs table, straight from the file. */
+function rawRunDoc(path: string, runId: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.prepare("SELECT doc FROM runs WHERE id = ?").pluck().get(runId) as string;
+  } finally {
+    db.close();
+  }
 }
 
 /** A run's journal rows, straight from the file. */
@@ -142,6 +152,58 @@ describe("tether verify and checksummed rows (SQLite)", () => {
       expect((await store.readJournal(done[1], { limit: entry.n / 2 - 1 })).length).toBe(entry.n / 2 - 1);
       expect((await store.readJournal(done[0], { limit: 1000 })).length).toBeGreaterThan(10);
       expect((await store.getRun(done[1]))?.status).toBe("completed");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a flipped byte in a completed run's record (still valid JSON: its output 6 reads 7): get is refused with store_corrupt naming the run row; verify names it (exit 5); the other runs read and the paused one resumes", async () => {
+    const { path, done, paused } = await storeWithRuns();
+    const doc = rawRunDoc(path, done[0]);
+    const digit = doc.indexOf('"output":6') + '"output":'.length;
+    expect(digit).toBeGreaterThan(10);
+    flipInFile(path, doc, digit);
+    expect(JSON.parse(rawRunDoc(path, done[0])).output).toBe(7);
+
+    const report = verifySqliteStore(path);
+    expect(report.damage).toEqual([{ runId: done[0], row: "run row", problem: "fails its checksum" }]);
+    expect(report.damagedRuns).toEqual([done[0]]);
+    const run = await cli(["--db", path, "verify"]);
+    expect(run.code).toBe(5);
+    expect(run.stdout).toContain(`${done[0]}\trun row\tfails its checksum`);
+
+    const store = new SqliteStore({ path });
+    const runtime = runtimeOn(store);
+    try {
+      await expect(store.getRun(done[0])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[0] }) });
+      await expect(store.getRun(done[0])).rejects.toThrow(`run ${done[0]}: its run row fails its checksum`);
+      // A listing that would hold it is refused too, rather than showing the altered record.
+      await expect(store.listRuns()).rejects.toMatchObject({ code: "store_corrupt" });
+      // Nothing was deleted: the row is still there, as damaged as it was.
+      expect(JSON.parse(rawRunDoc(path, done[0])).output).toBe(7);
+      expect((await store.getRun(done[1]))?.output).toBe(6);
+      expect((await store.readJournal(done[0], { limit: 1000 })).length).toBeGreaterThan(10);
+      runtime.startWorker();
+      await runtime.resume(paused);
+      expect((await runtime.waitFor(paused, ["completed"])).output).toBe(6);
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+
+  it("a completed run's status changed behind Tether's back (to queued): no worker claims and runs it again; verify names its run row", async () => {
+    const { path, done } = await storeWithRuns();
+    const raw = new Database(path);
+    raw.prepare("UPDATE runs SET status = 'queued' WHERE id = ?").run(done[1]);
+    raw.close();
+
+    expect(verifySqliteStore(path).damage).toEqual([{ runId: done[1], row: "run row", problem: "fails its checksum" }]);
+    const store = new SqliteStore({ path });
+    try {
+      await expect(store.findClaimable(Date.now(), 10)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
+      await expect(store.getRun(done[1])).rejects.toMatchObject({ code: "store_corrupt" });
+      expect((await store.getRun(done[0]))?.status).toBe("completed");
     } finally {
       await store.close();
     }

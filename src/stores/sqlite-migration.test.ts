@@ -8,7 +8,7 @@ import { bundledAgents } from "../../examples/index.js";
 import { Runtime } from "../engine/runtime.js";
 import { restoreState } from "../engine/snapshot.js";
 import { ModelRegistry } from "../models/model-registry.js";
-import { journalTypeOf, messagesInRows, perRun, storeLayout } from "./sqlite-schema.js";
+import { journalTypeOf, messagesInRows, perRun, runChecksummedColumns, sqliteRunIntact, storeLayout, type RunRow } from "./sqlite-schema.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 /** Everything a user sees of a run, read straight from a file of an earlier layout. */
@@ -75,12 +75,15 @@ function layout4View(path: string, runId: string): RawView {
  * Files written by earlier Tethers: one deep-research run completed, one paused by a person
  * after three steps. `layout-2.db` was written before layout 3 (commit 3fd0242); `layout-3.db`
  * before layout 4 (commit 86f6fba), and its paused run has a person's message and a vars edit;
- * `layout-4.db` is `layout-3.db` as layout 4 (before row checksums, commit b404a33) migrated it.
+ * `layout-4.db` is `layout-3.db` as layout 4 (before row checksums, commit b404a33) migrated it;
+ * `layout-5.db` is `layout-4.db` as layout 5 (before run row checksums, commit 4df4650) migrated it.
  */
 const fixtures = [
   { layout: 2, file: "layout-2.db", completedId: "run_a37676369495867b", pausedId: "run_00beaedde65c5016", view: layout2View },
   { layout: 3, file: "layout-3.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout3View },
   { layout: 4, file: "layout-4.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout4View },
+  // Layout 5 has layout 4's tables, with checksums on the journal rows.
+  { layout: 5, file: "layout-5.db", completedId: "run_63d4432931599dd3", pausedId: "run_518f5aa4bd77b785", view: layout4View },
 ];
 
 let dir: string | undefined;
@@ -117,6 +120,27 @@ describe.each(fixtures)("a store written by an earlier Tether (layout $layout)",
       // An earlier snapshot restores too (fork reads them).
       const early = restoreState(completedId, await store.loadState(completedId, { atStep: 2 }));
       expect(early.state.messages.length).toBeLessThan(before[0].messages.length);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("fills every run row's checksum, so each run reads back, and a record changed after that is refused", async () => {
+    const path = copyOfFixture();
+    const raw = new Database(path, { readonly: true });
+    const columns = raw.prepare("SELECT name FROM pragma_table_info('runs')").pluck().all();
+    raw.close();
+    expect(columns).not.toContain("crc");
+
+    const store = new SqliteStore({ path });
+    try {
+      const rows = store.database.prepare(`SELECT ${runChecksummedColumns} FROM runs`).all() as (RunRow & { crc: number | null })[];
+      expect(rows.length).toBe(2);
+      for (const row of rows) expect(sqliteRunIntact(row)).toBe(true);
+      expect((await store.getRun(completedId))?.status).toBe("completed");
+      store.database.prepare("UPDATE runs SET doc = replace(doc, '\"status\":\"completed\"', '\"status\":\"completec\"') WHERE id = ?").run(completedId);
+      await expect(store.getRun(completedId)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: completedId }) });
+      expect((await store.getRun(pausedId))?.status).toBe("paused");
     } finally {
       await store.close();
     }

@@ -11,15 +11,19 @@ import {
   messagesRowType,
   perRun,
   rowChecksum,
+  runChecksummedColumns,
+  sqliteRunChecksum,
   storeLayout,
   type ChecksummedRow,
+  type RunRow,
 } from "./sqlite-schema.js";
 
 /**
- * Brings the file to layout 5: creates the tables in a new file, migrates a file an earlier
- * Tether wrote (layout 4: no row checksums; layout 3: messages in a table of their own; layout
- * 2: text run ids in every row; each goes through the next), refuses a file a newer Tether wrote. Opening a file that
- * is already current reads one pragma and nothing else.
+ * Brings the file to layout 6: creates the tables in a new file, migrates a file an earlier
+ * Tether wrote (layout 5: no run row checksums; layout 4: no row checksums at all; layout 3:
+ * messages in a table of their own; layout 2: text run ids in every row; each goes through the
+ * next), refuses a file a newer Tether wrote. Opening a file that is already current reads one
+ * pragma and nothing else.
  */
 export function ensureLayout(db: Database.Database, path: string): void {
   if (currentLayout(db) === storeLayout) return;
@@ -35,7 +39,8 @@ export function ensureLayout(db: Database.Database, path: string): void {
     else {
       if (found < 3) migrateFromLayout2(db);
       if (found < 4) migrateFromLayout3(db);
-      migrateFromLayout4(db);
+      if (found < 5) migrateFromLayout4(db);
+      migrateFromLayout5(db);
     }
     db.pragma(`user_version = ${storeLayout}`);
   }).immediate();
@@ -43,6 +48,23 @@ export function ensureLayout(db: Database.Database, path: string): void {
 
 function currentLayout(db: Database.Database): number {
   return Number(db.pragma("user_version", { simple: true }));
+}
+
+/**
+ * Layout 5 → layout 6, inside the caller's transaction: every run row gets its checksum
+ * (`sqliteRunChecksum`), computed from the row as it is now, like the journal rows' in layout 5;
+ * tombstones of pruned runs included, so no row is left without one (counted).
+ */
+export function migrateFromLayout5(db: Database.Database): void {
+  const columns = db.prepare("SELECT name FROM pragma_table_info('runs')").pluck().all() as string[];
+  if (!columns.includes("crc")) db.exec("ALTER TABLE runs ADD COLUMN crc INTEGER");
+  const names = runChecksummedColumns.split(", ").filter((c) => c !== "crc");
+  db.function("tether_run_checksum", { deterministic: true, varargs: true }, (...values: unknown[]) =>
+    sqliteRunChecksum(Object.fromEntries(names.map((name, i) => [name, values[i]])) as unknown as RunRow),
+  );
+  db.exec(`UPDATE runs SET crc = tether_run_checksum(${names.join(", ")}) WHERE crc IS NULL`);
+  const left = (db.prepare("SELECT count(*) AS n FROM runs WHERE crc IS NULL").get() as { n: number }).n;
+  if (left !== 0) throw new Error(`migration to layout 6 left ${left} run rows without a checksum; nothing was changed`);
 }
 
 /**

@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { TetherError } from "../engine/errors.js";
 import type { JournalType, SnapshotHead } from "../engine/store.js";
 
-import type { ChecksummedRow as AnyChecksummedRow } from "./row-checksum.js";
+import { runRowChecksum, type ChecksummedRow as AnyChecksummedRow } from "./row-checksum.js";
 
 export { rowChecksum, rowIntact } from "./row-checksum.js";
 
@@ -13,11 +13,12 @@ export interface ChecksummedRow extends AnyChecksummedRow {
 }
 
 /**
- * The SQLite store's tables (layout 5, recorded in `PRAGMA user_version`).
+ * The SQLite store's tables (layout 6, recorded in `PRAGMA user_version`).
  *
- * Every row of `journal` carries a CRC-32 of its own content (`crc`, see `rowChecksum`), checked
- * whenever the row is read: a flipped byte in a journal entry or a row of messages is refused as
- * corrupt instead of being read back as if valid. Layout 4 was the same without the column.
+ * Every row of `journal` and of `runs` carries a CRC-32 of its own content (`crc`, see
+ * `rowChecksum` and `sqliteRunChecksum`), checked whenever the row is read: a flipped byte in a
+ * journal entry, a row of messages or a run's record is refused as corrupt instead of being read
+ * back as if valid. Layout 5 was the same without the run rows' column, layout 4 without either.
  *
  * A run's rows lie together in one plain rowid table, `journal`, keyed by one integer: the
  * run's key (`runs.rk`) times 2^26 plus the row's number. Journal entry `seq` is row 2·seq; the
@@ -32,7 +33,7 @@ export interface ChecksummedRow extends AnyChecksummedRow {
  * Layout 2 kept a text run id in every row, a primary-key index beside each table and a table
  * of snapshot heads.
  */
-export const storeLayout = 5;
+export const storeLayout = 6;
 
 /** Rows per run: journal entry numbers stay below half of it. */
 export const perRun = 2 ** 26;
@@ -145,7 +146,9 @@ CREATE TABLE runs (
   lease_until INTEGER,
   -- Key of the journal entry holding the vars of the latest snapshot.
   vars_key INTEGER NOT NULL,
-  doc TEXT NOT NULL
+  doc TEXT NOT NULL,
+  -- sqliteRunChecksum of the row (NULL only in a file layout 5 wrote, until its migration fills it in).
+  crc INTEGER
 );
 CREATE INDEX runs_by_status ON runs(status);
 CREATE INDEX runs_by_updated ON runs(updated_bucket);
@@ -246,6 +249,34 @@ export function createJournalTable(db: Database.Database): void {
 
 /** The columns a reader selects to check a row: `SELECT ${checksummedColumns} FROM journal`. */
 export const checksummedColumns = "k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars_key, crc";
+
+/**
+ * The columns of a run row its checksum covers, with `crc`: all but the run key (`rk`, which the
+ * row is found by, beside the id the checksum covers).
+ */
+export const runChecksummedColumns = "id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc, crc";
+
+/** A run row as its checksum sees it. */
+export interface RunRow {
+  id: string;
+  agent: string;
+  status: string;
+  created_at: number;
+  updated_bucket: number;
+  lease_until: number | null;
+  vars_key: number;
+  doc: string;
+}
+
+/** A run row's CRC-32: the record (`doc`) and the columns beside it, so a flipped status or lease byte fails too. */
+export function sqliteRunChecksum(row: RunRow): number {
+  return runRowChecksum([row.id, row.agent, row.status, row.created_at, row.updated_bucket, row.lease_until, row.vars_key], row.doc);
+}
+
+/** Whether a run row read back (with `crc`) is the row that was written. */
+export function sqliteRunIntact(row: RunRow & { crc: number | null }): boolean {
+  return row.crc !== null && row.crc === sqliteRunChecksum(row);
+}
 
 /** The snapshot columns of a journal entry that carries a snapshot. */
 export interface SnapshotRow {

@@ -40,9 +40,13 @@ import {
   rowChecksum,
   rowIntact,
   rowKey,
+  runChecksummedColumns,
   snapshotHeadOf,
+  sqliteRunChecksum,
+  sqliteRunIntact,
   updatedBucket,
   type ChecksummedRow,
+  type RunRow,
   type SnapshotRow,
 } from "./sqlite-schema.js";
 
@@ -50,14 +54,15 @@ const snapshotColumns = `${checksummedColumns}, vars`;
 
 /** Every statement the store runs, by name. Keys: see `rowKey` and `entryKey` in sqlite-schema.ts. */
 const statementSql = {
-  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc) VALUES (?, ?, ?, ?, ?, NULL, 0, ?)",
+  // Every write of a run row writes its checksum (`sqliteRunChecksum`), every read checks it.
+  insertRun: "INSERT INTO runs (id, agent, status, created_at, updated_bucket, lease_until, vars_key, doc, crc) VALUES (?, ?, ?, ?, ?, NULL, 0, ?, ?)",
   // A pruned run may leave a tombstone (see `prune`): it is no run.
   runKey: "SELECT rk FROM runs WHERE id = ? AND status != 'pruned'",
-  getRun: "SELECT rk, doc FROM runs WHERE id = ? AND status != 'pruned'",
-  getRunByKey: "SELECT doc, status, updated_bucket, vars_key FROM runs WHERE rk = ?",
+  getRun: `SELECT rk, ${runChecksummedColumns} FROM runs WHERE id = ? AND status != 'pruned'`,
+  getRunByKey: `SELECT ${runChecksummedColumns} FROM runs WHERE rk = ?`,
   // The indexed columns are written only when they change: see sqlite-schema.ts.
-  saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
-  saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_key = ?, doc = ? WHERE rk = ?",
+  saveRun: "UPDATE runs SET lease_until = ?, vars_key = ?, doc = ?, crc = ? WHERE rk = ?",
+  saveRunIndexed: "UPDATE runs SET status = ?, updated_bucket = ?, lease_until = ?, vars_key = ?, doc = ?, crc = ? WHERE rk = ?",
   insertJournal: "INSERT INTO journal (k, type, at, call_seq, data, crc) VALUES (?, ?, ?, ?, ?, ?)",
   insertJournalWithSnapshot: `INSERT INTO journal (k, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_key, crc)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -80,7 +85,7 @@ const statementSql = {
   setHalt: "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
   clearHalt: "DELETE FROM halts WHERE scope = ?",
   dataVersion: "PRAGMA data_version",
-  claimable: `SELECT doc FROM runs WHERE status = 'queued'
+  claimable: `SELECT ${runChecksummedColumns} FROM runs WHERE status = 'queued'
        OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < ?))
      ORDER BY updated_bucket, rk LIMIT ?`,
   saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -92,12 +97,12 @@ const statementSql = {
      FROM journal WHERE k >= ? AND k < ?`,
   effectsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(input) + LENGTH(result) + COALESCE(LENGTH(error), 0)), 0) AS bytes FROM effects WHERE run_id = ?",
   commandsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(payload) + COALESCE(LENGTH(reason), 0)), 0) AS bytes FROM commands WHERE run_id = ?",
-  prunable: `SELECT rk, id, LENGTH(doc) AS doc_bytes FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_bucket <= ?
+  prunable: `SELECT rk, id, created_at, updated_bucket, LENGTH(doc) AS doc_bytes FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_bucket <= ?
        AND json_extract(doc, '$.updatedAt') < ? AND rk > ? ORDER BY rk LIMIT ?`,
   maxRunKey: "SELECT MAX(rk) FROM runs",
   // SQLite hands a new run the highest key + 1, and a key must never name two runs (another
   // connection may still know the pruned run's key): the run with the highest key leaves this.
-  tombstone: "UPDATE runs SET status = 'pruned', agent = '', doc = '{}', lease_until = NULL, vars_key = 0 WHERE rk = ?",
+  tombstone: "UPDATE runs SET status = 'pruned', agent = '', doc = '{}', lease_until = NULL, vars_key = 0, crc = ? WHERE rk = ?",
   dropTombstones: "DELETE FROM runs WHERE status = 'pruned' AND rk < (SELECT MAX(rk) FROM runs)",
   deleteJournal: "DELETE FROM journal WHERE k >= ? AND k < ?",
   deleteEffects: "DELETE FROM effects WHERE run_id = ?",
@@ -214,7 +219,8 @@ export class SqliteStore implements Store {
 
   private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): { rk: number; record: RunRecord } => {
     const record = newRunRecord(run);
-    const inserted = this.statements.insertRun.run(run.id, run.agent, run.status, run.createdAt, updatedBucket(run.createdAt), JSON.stringify(record));
+    const row: RunRow = { id: run.id, agent: run.agent, status: run.status, created_at: run.createdAt, updated_bucket: updatedBucket(run.createdAt), lease_until: null, vars_key: 0, doc: JSON.stringify(record) };
+    const inserted = this.statements.insertRun.run(row.id, row.agent, row.status, row.created_at, row.updated_bucket, row.doc, sqliteRunChecksum(row));
     const rk = Number(inserted.lastInsertRowid);
     const state: RowState = { rk, record, varsKey: 0 };
     this.writeJournal(state, journal, initial);
@@ -223,9 +229,17 @@ export class SqliteStore implements Store {
   });
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
-    const row = this.statements.getRun.get(runId) as { rk: number; doc: string } | undefined;
+    const row = this.statements.getRun.get(runId) as (StoredRunRow & { rk: number }) | undefined;
     if (!row) return undefined;
     this.runKeys.set(runId, row.rk);
+    return this.recordOf(row);
+  }
+
+  /** The record of a run row read back, once its checksum holds; `store_corrupt` naming the run when it does not. */
+  private recordOf(row: StoredRunRow): RunRecord {
+    if (!sqliteRunIntact(row)) {
+      throw new StoreCorruptError(this.path, `run ${row.id}: its run row ${row.crc === null ? "has no checksum" : "fails its checksum"}`, { runId: row.id, row: "run row" });
+    }
     return JSON.parse(row.doc) as RunRecord;
   }
 
@@ -250,9 +264,9 @@ export class SqliteStore implements Store {
       params.push(filter.updatedAfter, filter.updatedAfter);
     }
     where.push("status != 'pruned'");
-    const sql = `SELECT doc FROM runs WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id LIMIT ?`;
+    const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id LIMIT ?`;
     params.push(filter.limit ?? 100);
-    return (this.db.prepare(sql).all(...params) as { doc: string }[]).map((row) => JSON.parse(row.doc) as RunRecord);
+    return (this.db.prepare(sql).all(...params) as StoredRunRow[]).map((row) => this.recordOf(row));
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
@@ -331,8 +345,8 @@ export class SqliteStore implements Store {
   private applyUpdate = (update: RunUpdate): UpdateResult => {
     const rk = this.runKey(update.runId);
     if (rk === undefined) throw new RunNotFoundError(update.runId);
-    const row = this.statements.getRunByKey.get(rk) as { doc: string; status: string; updated_bucket: number; vars_key: number };
-    const current = JSON.parse(row.doc) as RunRecord;
+    const row = this.statements.getRunByKey.get(rk) as StoredRunRow;
+    const current = this.recordOf(row);
     if (!expectationsHold(current, update.expect)) return { ok: false, run: current };
     const record = applyRunPatch(current, update);
     const state: RowState = { rk, record, varsKey: row.vars_key };
@@ -400,11 +414,20 @@ export class SqliteStore implements Store {
 
   private saveRecord(state: RowState, stored: { status: string; bucket: number }): void {
     const { record } = state;
-    const bucket = updatedBucket(record.updatedAt);
-    const doc = JSON.stringify(record);
-    const leaseUntil = record.lease?.until ?? null;
-    if (record.status === stored.status && bucket === stored.bucket) this.statements.saveRun.run(leaseUntil, state.varsKey, doc, state.rk);
-    else this.statements.saveRunIndexed.run(record.status, bucket, leaseUntil, state.varsKey, doc, state.rk);
+    const row: RunRow = {
+      id: record.id,
+      agent: record.agent,
+      status: record.status,
+      created_at: record.createdAt,
+      updated_bucket: updatedBucket(record.updatedAt),
+      lease_until: record.lease?.until ?? null,
+      vars_key: state.varsKey,
+      doc: JSON.stringify(record),
+    };
+    // The checksum covers the indexed columns too, written or kept as they are.
+    const crc = sqliteRunChecksum(row);
+    if (row.status === stored.status && row.updated_bucket === stored.bucket) this.statements.saveRun.run(row.lease_until, row.vars_key, row.doc, crc, state.rk);
+    else this.statements.saveRunIndexed.run(row.status, row.updated_bucket, row.lease_until, row.vars_key, row.doc, crc, state.rk);
   }
 
   /** The entries, numbered on from the run's last; a snapshot goes on the last of them, its new messages beside. */
@@ -622,7 +645,7 @@ export class SqliteStore implements Store {
   }
 
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
-    return (this.statements.claimable.all(now, limit) as { doc: string }[]).map((row) => JSON.parse(row.doc) as RunRecord);
+    return (this.statements.claimable.all(now, limit) as StoredRunRow[]).map((row) => this.recordOf(row));
   }
 
   async runStorage(runId: string): Promise<RunStorage | undefined> {
@@ -660,7 +683,7 @@ export class SqliteStore implements Store {
   }
 
   private pruneBatch = this.wrapTransaction((options: PruneOptions, limit: number, afterRk: number, report: PruneReport): { count: number; lastRk: number } => {
-    const rows = this.statements.prunable.all(updatedBucket(options.before), options.before, afterRk, limit) as { rk: number; id: string; doc_bytes: number }[];
+    const rows = this.statements.prunable.all(updatedBucket(options.before), options.before, afterRk, limit) as { rk: number; id: string; created_at: number; updated_bucket: number; doc_bytes: number }[];
     let lastRk = afterRk;
     for (const row of rows) {
       const size = this.sizeOf(row.id, row.rk);
@@ -673,7 +696,10 @@ export class SqliteStore implements Store {
       this.statements.deleteJournal.run(rowKey(row.rk, 0), rowKey(row.rk + 1, 0));
       this.statements.deleteEffects.run(row.id);
       this.statements.deleteCommands.run(row.id);
-      if (row.rk === (this.statements.maxRunKey.pluck().get() as number)) this.statements.tombstone.run(row.rk);
+      if (row.rk === (this.statements.maxRunKey.pluck().get() as number)) {
+        const tombstone: RunRow = { id: row.id, agent: "", status: "pruned", created_at: row.created_at, updated_bucket: row.updated_bucket, lease_until: null, vars_key: 0, doc: "{}" };
+        this.statements.tombstone.run(sqliteRunChecksum(tombstone), row.rk);
+      }
       else this.statements.deleteRun.run(row.rk);
       this.runKeys.delete(row.id);
     }
@@ -732,6 +758,9 @@ interface RowState {
   /** Key of the journal entry holding the vars in force. */
   varsKey: number;
 }
+
+/** A run row as read back, with the checksum it was written with. */
+type StoredRunRow = RunRow & { crc: number | null };
 
 /** A journal row as read back, with the checksum it was written with. */
 type StoredRow = ChecksummedRow & { crc: number | null };

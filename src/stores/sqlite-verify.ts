@@ -2,33 +2,29 @@ import Database from "better-sqlite3";
 import { existsSync } from "node:fs";
 import { restoreState } from "../engine/snapshot.js";
 import type { StoredState } from "../engine/store.js";
-import { checksummedColumns, journalTypeOf, messagesInRows, perRun, rowIntact, snapshotHeadOf, storeLayout, type ChecksummedRow, type SnapshotRow } from "./sqlite-schema.js";
+import {
+  checksummedColumns,
+  journalTypeOf,
+  messagesInRows,
+  perRun,
+  rowIntact,
+  runChecksummedColumns,
+  snapshotHeadOf,
+  sqliteRunIntact,
+  storeLayout,
+  type ChecksummedRow,
+  type RunRow,
+  type SnapshotRow,
+} from "./sqlite-schema.js";
+import type { VerifyReport } from "./verify-report.js";
 
-/** One damaged thing in a store file: a run's row, a table's row, or the file itself. */
-export interface StoreDamage {
-  /** The run it belongs to, when it belongs to one. */
-  runId?: string;
-  /** Where: "file", "journal entry 12", "messages before journal entry 12", "run row", "command cmd_…". */
-  row: string;
-  problem: string;
-}
-
-export interface VerifyReport {
-  path: string;
-  layout: number;
-  runs: number;
-  /** Journal rows (entries and rows of messages) read and checked. */
-  rows: number;
-  damage: StoreDamage[];
-  /** Runs with at least one damaged row, in order: the rest are intact. */
-  damagedRuns: string[];
-}
+export type { StoreDamage, VerifyReport } from "./verify-report.js";
 
 type StoredRow = ChecksummedRow & { crc: number | null };
 
 /**
  * Reads every row of a SQLite store and reports what is damaged, changing nothing: SQLite's own
- * `integrity_check` (pages, indexes), then each run's row, each journal row's checksum, JSON and
+ * `integrity_check` (pages, indexes), then each run's row (its checksum and record), each journal row's checksum, JSON and
  * place (entries numbered 1..n without a gap, the run's own count, messages beside a snapshot),
  * the latest snapshot's checksum, and the rows of commands, effects and tokens. A file SQLite
  * cannot open at all is one damage of the "file".
@@ -69,7 +65,7 @@ export function verifySqliteStore(path: string): VerifyReport {
 }
 
 function verifyRows(db: Database.Database, report: VerifyReport): void {
-  const runs = db.prepare("SELECT rk, id, status, doc FROM runs WHERE status != 'pruned' ORDER BY rk").all() as { rk: number; id: string; status: string; doc: string }[];
+  const runs = db.prepare(`SELECT rk, ${runChecksummedColumns} FROM runs WHERE status != 'pruned' ORDER BY rk`).all() as (RunRow & { rk: number; crc: number | null })[];
   const rowsOf = db.prepare(`SELECT ${checksummedColumns} FROM journal WHERE k >= ? AND k < ? ORDER BY k`);
   const damage = (runId: string | undefined, row: string, problem: string) => report.damage.push({ ...(runId ? { runId } : {}), row, problem });
   const known = new Set<number>();
@@ -78,16 +74,22 @@ function verifyRows(db: Database.Database, report: VerifyReport): void {
     report.runs += 1;
     known.add(run.rk);
     let doc: { id?: string; status?: string; journalSeq?: number; snapshotSeq?: number } = {};
-    try {
-      doc = JSON.parse(run.doc) as typeof doc;
-      if (doc.id !== run.id || doc.status !== run.status) damage(run.id, "run row", `the record says ${doc.id} ${doc.status}, the row ${run.id} ${run.status}`);
-    } catch (error) {
-      damage(run.id, "run row", `unreadable record: ${(error as Error).message}`);
+    let runDamaged = false;
+    if (!sqliteRunIntact(run)) {
+      // Its record is not what was written: its counts are not compared with the journal.
+      runDamaged = true;
+      damage(run.id, "run row", run.crc === null ? "no checksum" : "fails its checksum");
+    } else {
+      try {
+        doc = JSON.parse(run.doc) as typeof doc;
+        if (doc.id !== run.id || doc.status !== run.status) damage(run.id, "run row", `the record says ${doc.id} ${doc.status}, the row ${run.id} ${run.status}`);
+      } catch (error) {
+        damage(run.id, "run row", `unreadable record: ${(error as Error).message}`);
+      }
     }
     const base = run.rk * perRun;
     let expectedSeq = 1;
     let lastSnapshot = 0;
-    let runDamaged = false;
     const rows = rowsOf.all(base, base + perRun) as StoredRow[];
     for (const [i, row] of rows.entries()) {
       report.rows += 1;
