@@ -4,14 +4,16 @@ import { Runtime } from "../engine/runtime.js";
 import { ModelRegistry } from "../models/model-registry.js";
 import { effectTool, Ledger, sequenceAgent } from "../testing/index.js";
 import { tempPostgres, type TempPostgres } from "../testing/temp-postgres.js";
-import { migrate, migrations } from "./pg-schema.js";
+import { migrate, migrations, pgRunColumns, pgRunIntact, type PgRunRow } from "./pg-schema.js";
 import type { PostgresStore } from "./pg-store.js";
+import { verifyPostgresStore } from "./pg-verify.js";
 
 /**
- * Checksummed rows on PostgreSQL: every journal and message row carries the CRC-32 its writer
- * computed (`row-checksum.ts`, shared with SQLite); a byte changed behind Tether's back (an
+ * Checksummed rows on PostgreSQL: every journal, message and run row carries the CRC-32 its
+ * writer computed (`row-checksum.ts`, shared with SQLite); a byte changed behind Tether's back (an
  * UPDATE here, standing for a damaged page or a careless hand) is refused on read with a
- * clear error naming the run, and the other runs read and resume as before.
+ * clear error naming the run, named by `verifyPostgresStore` (`tether verify --database-url`),
+ * and the other runs read and resume as before.
  */
 
 let db: TempPostgres | undefined;
@@ -47,6 +49,20 @@ async function storeWithRuns(): Promise<{ done: string[]; paused: string }> {
   return { done, paused };
 }
 
+/** A fourth run, completed, on the same schema. */
+async function startedRun(): Promise<string> {
+  const store = await db!.open().open();
+  const runtime = runtimeOn(store);
+  runtime.startWorker();
+  try {
+    const id = (await runtime.start("steps", { n: 3 })).id;
+    await runtime.waitFor(id, ["completed"]);
+    return id;
+  } finally {
+    await runtime.close();
+  }
+}
+
 /** Runs SQL on the test schema from outside Tether. */
 async function sql(text: string, params: unknown[] = []): Promise<pg.QueryResult> {
   const client = new pg.Client({ connectionString: db!.url });
@@ -57,6 +73,9 @@ async function sql(text: string, params: unknown[] = []): Promise<pg.QueryResult
     await client.end();
   }
 }
+
+/** What `tether verify --database-url` reports of the test schema. */
+const verify = () => verifyPostgresStore({ connectionString: db!.url, schema: db!.schema, path: "test" });
 
 /** Changes one character in the middle of a text column, as a flipped byte would. */
 const flipped = (text: string) => {
@@ -102,6 +121,101 @@ describe("checksummed rows (PostgreSQL)", () => {
     expect((await store.readJournal(done[0], { limit: entry.seq - 1 })).length).toBe(entry.seq - 1);
     expect((await store.readJournal(paused)).length).toBeGreaterThan(5);
     expect((await store.loadState(paused)).head.step).toBeGreaterThanOrEqual(2);
+  });
+
+  it("a byte changed in a completed run's record (still valid JSON: its output 6 reads 7): get refused with store_corrupt naming the run row; nothing deleted; the other runs read, the paused one resumes", async () => {
+    const { done, paused } = await storeWithRuns();
+    const { doc } = (await sql("SELECT doc FROM S.runs WHERE id = $1", [done[0]])).rows[0] as { doc: string };
+    const digit = doc.indexOf('"output":6') + '"output":'.length;
+    expect(digit).toBeGreaterThan(10);
+    await sql("UPDATE S.runs SET doc = $2 WHERE id = $1", [done[0], doc.slice(0, digit) + "7" + doc.slice(digit + 1)]);
+
+    expect((await verify()).damage).toEqual([{ runId: done[0], row: "run row", problem: "fails its checksum" }]);
+    const store = await db!.open().open();
+    const runtime = runtimeOn(store);
+    try {
+      await expect(store.getRun(done[0])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[0] }) });
+      await expect(store.getRun(done[0])).rejects.toThrow(`run ${done[0]}: its run row fails its checksum`);
+      await expect(store.listRuns()).rejects.toMatchObject({ code: "store_corrupt" });
+      // An update of it is refused too, and writes nothing.
+      await expect(store.update({ runId: done[0], set: { statusReason: "x" } })).rejects.toMatchObject({ code: "store_corrupt" });
+      expect(JSON.parse((await sql("SELECT doc FROM S.runs WHERE id = $1", [done[0]])).rows[0].doc).output).toBe(7);
+      expect((await store.getRun(done[1]))?.output).toBe(6);
+      expect((await store.readJournal(done[0])).length).toBeGreaterThan(10);
+      runtime.startWorker();
+      await runtime.resume(paused, { actor: "test" });
+      expect((await runtime.waitFor(paused, ["completed", "failed"])).output).toBe(6);
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it("a completed run's status changed behind Tether's back (to queued): no worker claims and runs it again; verify names its run row", async () => {
+    const { done } = await storeWithRuns();
+    await sql("UPDATE S.runs SET status = 'queued' WHERE id = $1", [done[1]]);
+    expect((await verify()).damage).toEqual([{ runId: done[1], row: "run row", problem: "fails its checksum" }]);
+    const store = await db!.open().open();
+    await expect(store.findClaimable(Date.now(), 10)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
+    await expect(store.claimRuns(Date.now(), 10, () => ({ claim: { workerId: "w", until: Date.now() + 1000 } }))).rejects.toMatchObject({ code: "store_corrupt" });
+    expect((await store.getRun(done[0]))?.status).toBe("completed");
+  });
+
+  it("verify reads every row of a healthy schema (completed, paused, with snapshots) and finds nothing; then names exactly the runs whose journal, message and run rows were changed", async () => {
+    const { done, paused } = await storeWithRuns();
+    const healthy = await verify();
+    expect(healthy.damage).toEqual([]);
+    expect(healthy.runs).toBe(3);
+    expect(healthy.layout).toBe(migrations.at(-1)!.version);
+    expect(healthy.rows).toBeGreaterThan(40);
+
+    const third = await startedRun();
+    const entry = (await sql("SELECT seq, data FROM S.journal WHERE run_id = $1 AND type = 'call.completed' ORDER BY seq LIMIT 1", [done[0]])).rows[0];
+    await sql("UPDATE S.journal SET data = $3 WHERE run_id = $1 AND seq = $2", [done[0], entry.seq, flipped(entry.data)]);
+    const message = (await sql("SELECT idx, body FROM S.messages WHERE run_id = $1 ORDER BY idx DESC LIMIT 1", [paused])).rows[0];
+    await sql("UPDATE S.messages SET body = $3 WHERE run_id = $1 AND idx = $2", [paused, message.idx, flipped(message.body)]);
+    const { doc } = (await sql("SELECT doc FROM S.runs WHERE id = $1", [third])).rows[0] as { doc: string };
+    await sql("UPDATE S.runs SET doc = $2 WHERE id = $1", [third, doc.replace('"status":"completed"', '"status":"completec"')]);
+
+    const report = await verify();
+    expect(report.runs).toBe(4);
+    expect(report.damage).toEqual(
+      expect.arrayContaining([
+        { runId: done[0], row: `journal entry ${entry.seq}`, problem: "fails its checksum" },
+        { runId: paused, row: `message ${message.idx}`, problem: "fails its checksum" },
+        { runId: third, row: "run row", problem: "fails its checksum" },
+      ]),
+    );
+    expect(report.damage.length).toBe(3);
+    expect([...report.damagedRuns].sort()).toEqual([done[0], paused, third].sort());
+    // Read only: nothing it found was changed or removed.
+    expect((await sql("SELECT body FROM S.messages WHERE run_id = $1 AND idx = $2", [paused, message.idx])).rows[0].body).toBe(flipped(message.body));
+  });
+
+  it("migration 4 checksums the run rows an older Tether wrote, a page at a time, so they read back as before", async () => {
+    db = tempPostgres("integrity");
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    const s = `"${db.schema}"`;
+    try {
+      await pool.query(`CREATE SCHEMA ${s}`);
+      await pool.query(`CREATE TABLE ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
+      for (const migration of migrations.filter((m) => m.version < 4)) {
+        await pool.query(migration.sql(s));
+        await pool.query(`INSERT INTO ${s}.migrations VALUES ($1, $2, 0)`, [migration.version, migration.name]);
+      }
+      // More runs than one page of the migration's (500).
+      await pool.query(`INSERT INTO ${s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket)
+        SELECT 'run_' || lpad(n::text, 4, '0'), 'steps', 'completed', 1000 + n, 2000 + n, CASE WHEN n % 2 = 0 THEN NULL ELSE 5000 END, 1, 3, 0,
+          json_build_object('id', 'run_' || lpad(n::text, 4, '0'), 'status', 'completed', 'output', n)::text, 60000
+        FROM generate_series(1, 1201) AS n`);
+      await migrate(pool, db.schema);
+      const rows = (await pool.query<PgRunRow & { crc: string | null }>(`SELECT ${pgRunColumns} FROM ${s}.runs`)).rows;
+      expect(rows.length).toBe(1201);
+      expect(rows.filter((row) => !pgRunIntact(row))).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+    const store = await db.open().open();
+    expect(await store.getRun("run_0777")).toEqual({ id: "run_0777", status: "completed", output: 777 });
   });
 
   it("migration 3 checksums the rows an older Tether wrote, so they read back as before", async () => {

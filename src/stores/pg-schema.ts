@@ -1,6 +1,6 @@
-import type pg from "pg";
+import pg from "pg";
 import { TetherError } from "../engine/errors.js";
-import { messageChecksum, pgJournalKey, rowChecksum, type ChecksummedRow } from "./row-checksum.js";
+import { messageChecksum, pgJournalKey, rowChecksum, runRowChecksum, type ChecksummedRow } from "./row-checksum.js";
 
 /**
  * The PostgreSQL store's tables, created and migrated by versioned migrations recorded in
@@ -141,7 +141,64 @@ ALTER TABLE ${s}.messages ADD COLUMN crc BIGINT;
 `,
     fill: fillChecksums,
   },
+  {
+    version: 4,
+    name: "a CRC-32 on every run row, checked on every read",
+    // The run's record and the columns beside it (`pgRunChecksum`), computed by every write of the
+    // row. Rows written before are checksummed here as they are now.
+    sql: (s) => `ALTER TABLE ${s}.runs ADD COLUMN crc BIGINT;`,
+    fill: fillRunChecksums,
+  },
 ];
+
+/** BIGINT columns hold millisecond times: read them as numbers (pg reads them as strings). */
+const int8 = 20;
+export const pgTypes = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === int8) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format as "text");
+  },
+};
+
+/** The columns of a run row its checksum covers, with `crc`: all but `updated_bucket`, which a lease renewal leaves as it was. */
+export const pgRunColumns = "id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, crc";
+
+/** A run row as its checksum sees it. */
+export interface PgRunRow {
+  id: string;
+  agent: string;
+  status: string;
+  created_at: number;
+  updated_at: number;
+  lease_until: number | null;
+  epoch: number;
+  version: number;
+  vars_seq: number;
+  doc: string;
+}
+
+/** A run row's CRC-32: the record (`doc`) and the columns beside it, so a flipped status, epoch or version fails too. */
+export function pgRunChecksum(row: PgRunRow): number {
+  return runRowChecksum([row.id, row.agent, row.status, row.created_at, row.updated_at, row.lease_until, row.epoch, row.version, row.vars_seq], row.doc);
+}
+
+/** Whether a run row read back (with `crc`) is the row that was written. */
+export function pgRunIntact(row: PgRunRow & { crc: number | string | null }): boolean {
+  return row.crc !== null && Number(row.crc) === pgRunChecksum(row);
+}
+
+/** The run rows, a page at a time (a big schema is never read whole), each checksummed as it is now. */
+async function fillRunChecksums(client: pg.PoolClient, s: string): Promise<void> {
+  for (let after = ""; ; ) {
+    const { rows } = await client.query<PgRunRow>(`SELECT ${pgRunColumns.replace(", crc", "")} FROM ${s}.runs WHERE id > $1 ORDER BY id LIMIT 500`, [after]);
+    if (rows.length === 0) break;
+    const batch = rows.map((row) => ({ id: row.id, crc: pgRunChecksum(row) }));
+    await client.query(`UPDATE ${s}.runs AS r SET crc = x.crc FROM json_to_recordset($1::json) AS x(id text, crc bigint) WHERE r.id = x.id`, [JSON.stringify(batch)]);
+    after = rows[rows.length - 1].id;
+  }
+  const left = (await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${s}.runs WHERE crc IS NULL`)).rows[0].n;
+  if (Number(left) !== 0) throw new Error(`migration 4 left ${left} run rows without a checksum; nothing was changed`);
+}
 
 /** The columns of a journal row its checksum covers, with `crc`. */
 export const pgChecksummedColumns = "seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars_seq, crc";

@@ -110,6 +110,7 @@ describe("PostgresStore", () => {
       await client.query(`ALTER TABLE ${s}.runs DROP COLUMN updated_bucket`);
       await client.query(`ALTER TABLE ${s}.journal DROP COLUMN crc`);
       await client.query(`ALTER TABLE ${s}.messages DROP COLUMN crc`);
+      await client.query(`ALTER TABLE ${s}.runs DROP COLUMN crc`);
       await client.query(`CREATE INDEX runs_by_status ON ${s}.runs (status, updated_at)`);
       await client.query(`CREATE INDEX runs_by_updated ON ${s}.runs (updated_at)`);
       await client.query(`CREATE INDEX journal_snapshots ON ${s}.journal (run_id, snap_step) WHERE snap_seq IS NOT NULL`);

@@ -23,7 +23,21 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
-import { migrate, pgChecksummedColumns, pgMessageIntact, pgRowChecksum, pgRowIntact, quoteIdentifier, updatedBucket, type PgChecksummedRow } from "./pg-schema.js";
+import {
+  migrate,
+  pgChecksummedColumns,
+  pgMessageIntact,
+  pgRowChecksum,
+  pgRowIntact,
+  pgRunChecksum,
+  pgRunColumns,
+  pgRunIntact,
+  pgTypes as types,
+  quoteIdentifier,
+  updatedBucket,
+  type PgChecksummedRow,
+  type PgRunRow,
+} from "./pg-schema.js";
 import { messageChecksum } from "./row-checksum.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
@@ -35,15 +49,6 @@ export interface PostgresStoreOptions {
   /** Connections in the pool. Default 10. */
   poolSize?: number;
 }
-
-/** BIGINT columns hold millisecond times: read them as numbers (pg reads them as strings). */
-const int8 = 20;
-const types = {
-  getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === int8) return (value: string) => Number(value);
-    return pg.types.getTypeParser(oid, format as "text");
-  },
-};
 
 /** What this process last wrote or read of a run: an update whose version still matches needs no read. */
 interface CachedRun {
@@ -191,9 +196,10 @@ export class PostgresStore implements Store {
     const record = newRunRecord(run);
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt)];
+    const row = runRowOf(plan.record, plan.varsSeq, doc);
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row)];
     const ctes = [
-      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10) RETURNING id)`,
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11) RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, {}));
     await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);
@@ -209,14 +215,26 @@ export class PostgresStore implements Store {
   private async readRow(runId: string): Promise<CachedRun | undefined> {
     // A run this process last saw stopping is read on the control lane, like its writes.
     const lane = this.stopping(runId) ? this.controlPool : undefined;
-    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; status: string }>(`SELECT doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = $1`, [runId], lane);
+    const { rows } = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${this.s}.runs WHERE id = $1`, [runId], lane);
     if (!rows[0]) {
       this.cache.delete(runId);
       return undefined;
     }
-    const row = { doc: rows[0].doc, version: rows[0].version, varsSeq: rows[0].vars_seq, status: rows[0].status };
+    const row = this.intactRow(rows[0]);
     this.remember(runId, row);
     return row;
+  }
+
+  /**
+   * A run row read back, once its checksum holds: `store_corrupt` naming the run when it does not
+   * (nothing is cached or deleted, and the record is never returned).
+   */
+  private intactRow(row: StoredRunRow): CachedRun {
+    if (!pgRunIntact(row)) {
+      this.cache.delete(row.id);
+      throw new StoreCorruptError(`the PostgreSQL schema ${this.schema}`, `run ${row.id}: its run row ${row.crc === null ? "has no checksum" : "fails its checksum"}`, { runId: row.id, row: "run row" });
+    }
+    return { doc: row.doc, version: row.version, varsSeq: row.vars_seq, status: row.status };
   }
 
   /**
@@ -225,14 +243,11 @@ export class PostgresStore implements Store {
    */
   async getRuns(runIds: readonly string[]): Promise<RunRecord[]> {
     if (runIds.length === 0) return [];
-    const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number; status: string }>(
-      `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = ANY($1::text[])`,
-      [[...runIds]],
-      this.controlPool,
-    );
-    return rows.map((row) => {
-      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq, status: row.status });
-      this.dropStale(row.id);
+    const { rows } = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${this.s}.runs WHERE id = ANY($1::text[])`, [[...runIds]], this.controlPool);
+    return rows.map((stored) => {
+      const row = this.intactRow(stored);
+      this.remember(stored.id, row);
+      this.dropStale(stored.id);
       return JSON.parse(row.doc) as RunRecord;
     });
   }
@@ -268,8 +283,8 @@ export class PostgresStore implements Store {
       where.push(`updated_bucket >= $${params.length} AND updated_at > $${params.length - 1}`);
     }
     params.push(filter.limit ?? 100);
-    const sql = `SELECT doc FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
-    return (await this.query<{ doc: string }>(sql, params)).rows.map((row) => JSON.parse(row.doc) as RunRecord);
+    const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
+    return (await this.query<StoredRunRow>(sql, params)).rows.map((row) => JSON.parse(this.intactRow(row).doc) as RunRecord);
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
@@ -327,11 +342,21 @@ export class PostgresStore implements Store {
     }
     if (planned.length > 0) {
       try {
-        const rows = planned.map((p) => ({ id: p.record.id, prev: p.record.version - 1, epoch: p.record.epoch, doc: p.doc, updated_at: p.record.updatedAt, lease_until: p.record.lease?.until ?? null, version: p.record.version }));
+        const rows = planned.map((p) => ({
+          id: p.record.id,
+          prev: p.record.version - 1,
+          epoch: p.record.epoch,
+          doc: p.doc,
+          updated_at: p.record.updatedAt,
+          lease_until: p.record.lease?.until ?? null,
+          version: p.record.version,
+          // Over the columns this statement keeps too: the version compared and the epoch fenced say they are the record's.
+          crc: pgRunChecksum(runRowOf(p.record, p.varsSeq, p.doc)),
+        }));
         const result = await this.queryUnless<{ id: string }>(
           undefined,
-          `UPDATE ${this.s}.runs AS r SET doc = x.doc, updated_at = x.updated_at, lease_until = x.lease_until, version = x.version
-           FROM json_to_recordset($1::json) AS x(id text, prev int, epoch int, doc text, updated_at bigint, lease_until bigint, version int)
+          `UPDATE ${this.s}.runs AS r SET doc = x.doc, updated_at = x.updated_at, lease_until = x.lease_until, version = x.version, crc = x.crc
+           FROM json_to_recordset($1::json) AS x(id text, prev int, epoch int, doc text, updated_at bigint, lease_until bigint, version int, crc bigint)
            WHERE r.id = ANY($2::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.epoch RETURNING r.id`,
           [JSON.stringify(rows), rows.map((row) => row.id)],
           undefined,
@@ -385,14 +410,26 @@ export class PostgresStore implements Store {
     const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
-    const params: unknown[] = [update.runId, current.version, doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, plan.varsSeq, updatedBucket(record.updatedAt)];
+    const params: unknown[] = [
+      update.runId,
+      current.version,
+      doc,
+      record.status,
+      record.updatedAt,
+      record.lease?.until ?? null,
+      record.epoch,
+      record.version,
+      plan.varsSeq,
+      updatedBucket(record.updatedAt),
+      pgRunChecksum(runRowOf(record, plan.varsSeq, doc)),
+    ];
     let fence = "";
     if (update.expect?.epoch !== undefined) {
       params.push(update.expect.epoch);
       fence = ` AND epoch = $${params.length}`;
     }
     const ctes = [
-      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9, updated_bucket = $10
+      `upd AS (UPDATE ${this.s}.runs SET doc = $3, status = $4, updated_at = $5, lease_until = $6, epoch = $7, version = $8, vars_seq = $9, updated_bucket = $10, crc = $11
         WHERE id = $1 AND version = $2${fence} RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, update));
@@ -402,8 +439,8 @@ export class PostgresStore implements Store {
     params.push(this.channel);
     const written = notify ? `pg_notify($${params.length}, id)::text` : `$${params.length}::text`;
     // Written: one row, version NULL. Not written: the row as the statement found it.
-    const select = `SELECT ${written} AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
-      UNION ALL SELECT doc, version, vars_seq, status FROM ${this.s}.runs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`;
+    const select = `SELECT ${writtenRow("id", written)} FROM upd
+      UNION ALL SELECT ${pgRunColumns} FROM ${this.s}.runs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`;
     // Every write of a run that is (or becomes) pausing, paused, cancelling or halted takes the
     // control lane; a run's steps and its ending take the main pool.
     const lane = via ?? (controlled(current.status) || controlled(record.status) ? this.controlPool : undefined);
@@ -415,7 +452,7 @@ export class PostgresStore implements Store {
     if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
       return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, plan, newer });
     }
-    const result = await this.queryUnless<{ doc: string; version: number | null; vars_seq: number; status: string }>(newer, `WITH ${ctes.join(",\n")} ${select}`, params, lane);
+    const result = await this.queryUnless<StoredRunRow>(newer, `WITH ${ctes.join(",\n")} ${select}`, params, lane);
     if (!result) {
       return { current: this.cache.get(update.runId) ?? (await this.readRow(update.runId)) };
     }
@@ -426,7 +463,7 @@ export class PostgresStore implements Store {
       return { current: undefined };
     }
     if (found.version !== null) {
-      const row = { doc: found.doc, version: found.version, varsSeq: found.vars_seq, status: found.status };
+      const row = this.intactRow(found);
       this.remember(update.runId, row);
       return { current: row };
     }
@@ -498,12 +535,13 @@ export class PostgresStore implements Store {
       version: record.version,
       vars_seq: plan.varsSeq,
       updated_bucket: updatedBucket(record.updatedAt),
+      crc: pgRunChecksum(runRowOf(record, plan.varsSeq, doc)),
     }));
     const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
     const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
     const s = this.s;
-    const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint)),
-      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket
+    const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint, crc bigint)),
+      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket, crc = x.crc
         FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
       j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
         SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
@@ -512,9 +550,9 @@ export class PostgresStore implements Store {
         WHERE y.run_id IN (SELECT id FROM upd)),
       m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
         SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
-      SELECT id, NULL::text AS doc, NULL::int AS version, NULL::int AS vars_seq, NULL::text AS status FROM upd
-      UNION ALL SELECT r.id, r.doc, r.version, r.vars_seq, r.status FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id = ANY($4::text[]) AND r.id NOT IN (SELECT id FROM upd)`;
-    let rows: { id: string; doc: string | null; version: number | null; vars_seq: number | null; status: string | null }[];
+      SELECT ${writtenRow("id", "NULL::text")} FROM upd
+      UNION ALL SELECT ${pgRunColumns.split(", ").map((c) => `r.${c}`).join(", ")} FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id = ANY($4::text[]) AND r.id NOT IN (SELECT id FROM upd)`;
+    let rows: StoredRunRow[];
     try {
       // This step holds a turn of the main pool: the statement goes straight to it.
       // The ids again as an array: the runs are found by their key, never by a scan of the table.
@@ -538,7 +576,13 @@ export class PostgresStore implements Store {
         this.cache.delete(step.runId);
         step.finish({ current: undefined });
       } else if (row.version !== null) {
-        const current = { doc: row.doc!, version: row.version, varsSeq: row.vars_seq!, status: row.status! };
+        let current: CachedRun;
+        try {
+          current = this.intactRow(row);
+        } catch (error) {
+          step.finish(error as Error);
+          continue;
+        }
         this.remember(step.runId, current);
         step.finish({ current });
       } else {
@@ -746,14 +790,15 @@ export class PostgresStore implements Store {
   }
 
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
-    const { rows } = await this.query<{ doc: string; version: number; vars_seq: number; id: string; status: string }>(
-      `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs
+    const { rows } = await this.query<StoredRunRow>(
+      `SELECT ${pgRunColumns} FROM ${this.s}.runs
        WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
        ORDER BY updated_at, id LIMIT $2`,
       [now, limit],
     );
-    return rows.map((row) => {
-      this.remember(row.id, { doc: row.doc, version: row.version, varsSeq: row.vars_seq, status: row.status });
+    return rows.map((stored) => {
+      const row = this.intactRow(stored);
+      this.remember(stored.id, row);
       return JSON.parse(row.doc) as RunRecord;
     });
   }
@@ -823,15 +868,15 @@ export class PostgresStore implements Store {
     const results: UpdateResult[] = [];
     try {
       await client.query("BEGIN");
-      const { rows } = await this.query<{ id: string; doc: string; version: number; vars_seq: number; status: string }>(
-        `SELECT id, doc, version, vars_seq, status FROM ${this.s}.runs
+      const { rows } = await this.query<StoredRunRow>(
+        `SELECT ${pgRunColumns} FROM ${this.s}.runs
          WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
          ORDER BY updated_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
         [now, limit],
         client,
       );
       for (const row of rows) {
-        const current = JSON.parse(row.doc) as RunRecord;
+        const current = JSON.parse(this.intactRow(row).doc) as RunRecord;
         const update = plan(current);
         if (!update || !expectationsHold(current, update.expect)) continue;
         const { written } = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);
@@ -1051,6 +1096,37 @@ interface JournalRow {
   snap_at?: number;
   vars?: string | null;
   vars_seq?: number | null;
+}
+
+/** A run row as read back, with the checksum it was written with. */
+type StoredRunRow = PgRunRow & { crc: number | null };
+
+/** The run row a write of `record` leaves (`doc` is the record as JSON), as its checksum sees it. */
+function runRowOf(record: RunRecord, varsSeq: number, doc: string): PgRunRow {
+  return {
+    id: record.id,
+    agent: record.agent,
+    status: record.status,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+    lease_until: record.lease?.until ?? null,
+    epoch: record.epoch,
+    version: record.version,
+    vars_seq: varsSeq,
+    doc,
+  };
+}
+
+/**
+ * The columns of `pgRunColumns` for a row a statement wrote: version NULL (how the caller tells it
+ * from a row found moved), `id` and `doc` as given, the rest NULL.
+ */
+function writtenRow(id: string, doc: string): string {
+  const values: Record<string, string> = { id, doc, agent: "NULL::text", status: "NULL::text", version: "NULL::int", vars_seq: "NULL::int", epoch: "NULL::int" };
+  return pgRunColumns
+    .split(", ")
+    .map((column) => `${values[column] ?? "NULL::bigint"} AS ${column}`)
+    .join(", ");
 }
 
 /** A journal row as read back, with the checksum it was written with. */

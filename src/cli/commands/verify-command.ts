@@ -1,21 +1,23 @@
 import type { Command } from "commander";
 import { StoreCorruptError } from "../../engine/errors.js";
+import { requireInstalled } from "../../engine/optional-import.js";
+import { describeLocation, type StoreLocation } from "../../stores/open-store.js";
 import { verifySqliteStore } from "../../stores/sqlite-verify.js";
+import type { VerifyReport } from "../../stores/verify-report.js";
 import { globalsOf, info, out, type CliIo } from "../cli-context.js";
 import { defaultDbPath, storeFromOptions } from "../connection.js";
-import { UsageError } from "../exit-codes.js";
 
-/** `tether verify`: reads every row of a SQLite store and reports what is damaged; changes nothing. */
+/** `tether verify`: reads every row of a store, SQLite or PostgreSQL, and reports what is damaged; changes nothing. */
 export function verifyCommand(program: Command, io: CliIo): void {
   program
     .command("verify")
-    .description(`read every row of the SQLite store (--db, default ${defaultDbPath}) and report damaged rows; exit code 5 if any, nothing is changed`)
+    .description(
+      `read every row of the store (--db, default ${defaultDbPath}, or --database-url) and report damaged rows; exit code 5 if any, nothing is changed`,
+    )
     .option("--json", "print JSON")
     .action(async function verify(this: Command) {
       const globals = globalsOf(this);
-      const location = storeFromOptions(globals, defaultDbPath)!;
-      if (location.kind !== "sqlite") throw new UsageError("tether verify checks a SQLite store (--db <path>); PostgreSQL checks its own pages and rows");
-      const report = verifySqliteStore(location.path);
+      const report = await verifyAt(storeFromOptions(globals, defaultDbPath)!);
       if (globals.json) out(io, JSON.stringify(report));
       else {
         for (const damage of report.damage) out(io, `${damage.runId ?? "-"}\t${damage.row}\t${damage.problem}`);
@@ -28,4 +30,12 @@ export function verifyCommand(program: Command, io: CliIo): void {
         });
       }
     });
+}
+
+/** `pg` is an optional dependency: loaded only to verify a PostgreSQL store. */
+async function verifyAt(location: StoreLocation): Promise<VerifyReport> {
+  if (location.kind === "sqlite") return verifySqliteStore(location.path);
+  requireInstalled("pg", "the PostgreSQL store");
+  const { verifyPostgresStore } = await import("../../stores/pg-verify.js");
+  return verifyPostgresStore({ connectionString: location.url, schema: location.schema, path: describeLocation(location) });
 }
