@@ -150,14 +150,25 @@ describe("checksummed rows (PostgreSQL)", () => {
     }
   });
 
-  it("a completed run's status changed behind Tether's back (to queued): no worker claims and runs it again; verify names its run row", async () => {
+  it("a completed run's status changed behind Tether's back (to queued): passed over by the claims, never run again; other runs are claimed and run; verify names its run row", async () => {
     const { done } = await storeWithRuns();
     await sql("UPDATE S.runs SET status = 'queued' WHERE id = $1", [done[1]]);
     expect((await verify()).damage).toEqual([{ runId: done[1], row: "run row", problem: "fails its checksum" }]);
     const store = await db!.open().open();
-    await expect(store.findClaimable(Date.now(), 10)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
-    await expect(store.claimRuns(Date.now(), 10, () => ({ claim: { workerId: "w", until: Date.now() + 1000 } }))).rejects.toMatchObject({ code: "store_corrupt" });
-    expect((await store.getRun(done[0]))?.status).toBe("completed");
+    const runtime = runtimeOn(store);
+    try {
+      const entries = (await store.readJournal(done[1])).length;
+      expect(await store.findClaimable(Date.now(), 10)).toEqual([]);
+      expect(await store.claimRuns(Date.now(), 10, () => ({ claim: { workerId: "w", until: Date.now() + 1000 } }))).toEqual([]);
+      await expect(store.getRun(done[1])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
+      runtime.startWorker();
+      const fresh = (await runtime.start("steps", { n: 9 })).id;
+      expect((await runtime.waitFor(fresh, ["completed"])).output).toBe(6);
+      expect((await store.readJournal(done[1])).length).toBe(entries);
+      expect((await store.getRun(done[0]))?.status).toBe("completed");
+    } finally {
+      await runtime.close();
+    }
   });
 
   it("verify reads every row of a healthy schema (completed, paused, with snapshots) and finds nothing; then names exactly the runs whose journal, message and run rows were changed", async () => {

@@ -796,7 +796,9 @@ export class PostgresStore implements Store {
        ORDER BY updated_at, id LIMIT $2`,
       [now, limit],
     );
-    return rows.map((stored) => {
+    // A damaged row is passed over, not claimed (its record cannot be trusted) nor thrown (a worker
+    // would claim no other run): it stays as it is, refused when read and named by `tether verify`.
+    return rows.filter((stored) => pgRunIntact(stored)).map((stored) => {
       const row = this.intactRow(stored);
       this.remember(stored.id, row);
       return JSON.parse(row.doc) as RunRecord;
@@ -876,7 +878,9 @@ export class PostgresStore implements Store {
         client,
       );
       for (const row of rows) {
-        const current = JSON.parse(this.intactRow(row).doc) as RunRecord;
+        // A damaged row is passed over, as in `findClaimable`.
+        if (!pgRunIntact(row)) continue;
+        const current = JSON.parse(row.doc) as RunRecord;
         const update = plan(current);
         if (!update || !expectationsHold(current, update.expect)) continue;
         const { written } = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);

@@ -192,7 +192,7 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     }
   });
 
-  it("a completed run's status changed behind Tether's back (to queued): no worker claims and runs it again; verify names its run row", async () => {
+  it("a completed run's status changed behind Tether's back (to queued): passed over by the claims, never run again; other runs are claimed and run; verify names its run row", async () => {
     const { path, done } = await storeWithRuns();
     const raw = new Database(path);
     raw.prepare("UPDATE runs SET status = 'queued' WHERE id = ?").run(done[1]);
@@ -200,11 +200,18 @@ describe("tether verify and checksummed rows (SQLite)", () => {
 
     expect(verifySqliteStore(path).damage).toEqual([{ runId: done[1], row: "run row", problem: "fails its checksum" }]);
     const store = new SqliteStore({ path });
+    const runtime = runtimeOn(store);
     try {
-      await expect(store.findClaimable(Date.now(), 10)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
-      await expect(store.getRun(done[1])).rejects.toMatchObject({ code: "store_corrupt" });
+      const entries = (await store.readJournal(done[1], { limit: 1000 })).length;
+      expect(await store.findClaimable(Date.now(), 10)).toEqual([]);
+      await expect(store.getRun(done[1])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[1] }) });
+      runtime.startWorker();
+      const fresh = (await runtime.start("steps", { n: 9 })).id;
+      expect((await runtime.waitFor(fresh, ["completed"])).output).toBe(6);
+      expect((await store.readJournal(done[1], { limit: 1000 })).length).toBe(entries);
       expect((await store.getRun(done[0]))?.status).toBe("completed");
     } finally {
+      await runtime.close();
       await store.close();
     }
   });

@@ -645,7 +645,9 @@ export class SqliteStore implements Store {
   }
 
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
-    return (this.statements.claimable.all(now, limit) as StoredRunRow[]).map((row) => this.recordOf(row));
+    // A damaged row is passed over, not claimed (its record cannot be trusted) nor thrown (a worker
+    // would claim no other run): it stays as it is, refused when read and named by `tether verify`.
+    return (this.statements.claimable.all(now, limit) as StoredRunRow[]).filter((row) => sqliteRunIntact(row)).map((row) => this.recordOf(row));
   }
 
   async runStorage(runId: string): Promise<RunStorage | undefined> {
