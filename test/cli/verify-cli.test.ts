@@ -47,8 +47,9 @@ function tether(args: string[], env: Record<string, string> = {}): Promise<{ cod
 
 const agent = sequenceAgent({
   name: "steps",
-  tools: [effectTool({ name: "note", ledger: new Ledger(), durationMs: 10 })],
-  steps: Array.from({ length: 4 }, (_, i) => ({ tool: "note", input: { id: `note-${i}` } })),
+  // Slow enough steps that the third run is still running when it is paused after its first.
+  tools: [effectTool({ name: "note", ledger: new Ledger(), durationMs: 50 })],
+  steps: Array.from({ length: 6 }, (_, i) => ({ tool: "note", input: { id: `note-${i}` } })),
 });
 
 /** Two completed runs and one paused, on a schema of their own; the URL names the schema. */
@@ -90,7 +91,7 @@ describe("tether verify --database-url (the real CLI on PostgreSQL)", () => {
     try {
       const s = `"${db!.schema}"`;
       const { doc } = (await client.query<{ doc: string }>(`SELECT doc FROM ${s}.runs WHERE id = $1`, [done[1]])).rows[0];
-      const damaged = doc.replace('"output":4', '"output":5');
+      const damaged = doc.replace('"output":6', '"output":7');
       expect(damaged).not.toBe(doc);
       await client.query(`UPDATE ${s}.runs SET doc = $2 WHERE id = $1`, [done[1], damaged]);
 
