@@ -833,10 +833,20 @@ export class PostgresStore implements Store {
     const s = this.s;
     let afterId = "";
     for (;;) {
-      // One batch, one statement: the runs are locked (SKIP LOCKED: a run being written is left for
-      // the next prune), measured, and with dryRun only measured.
+      // The candidates' rows are read and checked first: a damaged one (its status or time may be
+      // the damage) is never pruned, and stays for `tether verify` to name.
+      const candidates = await this.query<StoredRunRow>(
+        `SELECT ${pgRunColumns} FROM ${s}.runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1 AND id > $2 ORDER BY id LIMIT $3`,
+        [options.before, afterId, batchSize],
+      );
+      if (candidates.rows.length === 0) return report;
+      afterId = candidates.rows[candidates.rows.length - 1].id;
+      const ids = candidates.rows.filter((row) => pgRunIntact(row)).map((row) => row.id);
+      if (ids.length === 0) continue;
+      // Then one statement: the runs are locked (SKIP LOCKED: a run being written is left for the
+      // next prune), measured, and with dryRun only measured.
       const picked = `SELECT id, octet_length(doc) AS doc_bytes FROM ${s}.runs
-        WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`;
+        WHERE id = ANY($2::text[]) AND status IN ('completed', 'failed', 'cancelled') AND updated_at < $1 FOR UPDATE SKIP LOCKED`;
       const sized = `SELECT p.id, p.doc_bytes, ${this.sizeColumns("p.id")} FROM picked p`;
       const sql = options.dryRun
         ? `WITH picked AS (${picked}) ${sized}`
@@ -847,9 +857,8 @@ export class PostgresStore implements Store {
             c AS (DELETE FROM ${s}.commands WHERE run_id IN (SELECT id FROM picked)),
             r AS (DELETE FROM ${s}.runs WHERE id IN (SELECT id FROM picked) AND status IN ('completed', 'failed', 'cancelled'))
           SELECT * FROM sized`;
-      const { rows } = await this.query<{ id: string; doc_bytes: number } & SizeRow>(sql, [options.before, afterId, batchSize]);
-      if (rows.length === 0) return report;
-      report.batches += 1;
+      const { rows } = await this.query<{ id: string; doc_bytes: number } & SizeRow>(sql, [options.before, ids]);
+      if (rows.length > 0) report.batches += 1;
       for (const row of rows) {
         const size = storageOf(row);
         report.runs += 1;
@@ -857,7 +866,6 @@ export class PostgresStore implements Store {
         report.messages += size.messages;
         report.bytes += size.bytes + row.doc_bytes;
         this.cache.delete(row.id);
-        if (row.id > afterId) afterId = row.id;
       }
     }
   }

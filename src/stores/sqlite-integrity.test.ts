@@ -186,6 +186,12 @@ describe("tether verify and checksummed rows (SQLite)", () => {
       runtime.startWorker();
       await runtime.resume(paused);
       expect((await runtime.waitFor(paused, ["completed"])).output).toBe(6);
+      // A prune of every finished run passes over the damaged one: its rows stay for a person to look at.
+      const pruned = await store.prune({ before: Date.now() + 60_000 });
+      expect(pruned.runs).toBe(2);
+      expect(await store.getRun(done[1])).toBeUndefined();
+      expect(JSON.parse(rawRunDoc(path, done[0])).output).toBe(7);
+      expect(rawRows(path, done[0]).length).toBeGreaterThan(10);
     } finally {
       await runtime.close();
       await store.close();

@@ -97,7 +97,7 @@ const statementSql = {
      FROM journal WHERE k >= ? AND k < ?`,
   effectsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(input) + LENGTH(result) + COALESCE(LENGTH(error), 0)), 0) AS bytes FROM effects WHERE run_id = ?",
   commandsSize: "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(payload) + COALESCE(LENGTH(reason), 0)), 0) AS bytes FROM commands WHERE run_id = ?",
-  prunable: `SELECT rk, id, created_at, updated_bucket, LENGTH(doc) AS doc_bytes FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_bucket <= ?
+  prunable: `SELECT rk, ${runChecksummedColumns}, LENGTH(doc) AS doc_bytes FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_bucket <= ?
        AND json_extract(doc, '$.updatedAt') < ? AND rk > ? ORDER BY rk LIMIT ?`,
   maxRunKey: "SELECT MAX(rk) FROM runs",
   // SQLite hands a new run the highest key + 1, and a key must never name two runs (another
@@ -685,15 +685,17 @@ export class SqliteStore implements Store {
   }
 
   private pruneBatch = this.wrapTransaction((options: PruneOptions, limit: number, afterRk: number, report: PruneReport): { count: number; lastRk: number } => {
-    const rows = this.statements.prunable.all(updatedBucket(options.before), options.before, afterRk, limit) as { rk: number; id: string; created_at: number; updated_bucket: number; doc_bytes: number }[];
+    const rows = this.statements.prunable.all(updatedBucket(options.before), options.before, afterRk, limit) as (StoredRunRow & { rk: number; doc_bytes: number })[];
     let lastRk = afterRk;
     for (const row of rows) {
+      lastRk = row.rk;
+      // A damaged run row (its status or time may be the damage) is never pruned: it stays for `tether verify` to name.
+      if (!sqliteRunIntact(row)) continue;
       const size = this.sizeOf(row.id, row.rk);
       report.runs += 1;
       report.journalEntries += size.journalEntries;
       report.messages += size.messages;
       report.bytes += size.bytes + row.doc_bytes;
-      lastRk = row.rk;
       if (options.dryRun) continue;
       this.statements.deleteJournal.run(rowKey(row.rk, 0), rowKey(row.rk + 1, 0));
       this.statements.deleteEffects.run(row.id);
@@ -701,8 +703,7 @@ export class SqliteStore implements Store {
       if (row.rk === (this.statements.maxRunKey.pluck().get() as number)) {
         const tombstone: RunRow = { id: row.id, agent: "", status: "pruned", created_at: row.created_at, updated_bucket: row.updated_bucket, lease_until: null, vars_key: 0, doc: "{}" };
         this.statements.tombstone.run(sqliteRunChecksum(tombstone), row.rk);
-      }
-      else this.statements.deleteRun.run(row.rk);
+      } else this.statements.deleteRun.run(row.rk);
       this.runKeys.delete(row.id);
     }
     if (!options.dryRun) this.statements.dropTombstones.run();
