@@ -56,15 +56,7 @@ function currentLayout(db: Database.Database): number {
  * tombstones of pruned runs included, so no row is left without one (counted).
  */
 export function migrateFromLayout5(db: Database.Database): void {
-  const columns = db.prepare("SELECT name FROM pragma_table_info('runs')").pluck().all() as string[];
-  if (!columns.includes("crc")) db.exec("ALTER TABLE runs ADD COLUMN crc INTEGER");
-  const names = runChecksummedColumns.split(", ").filter((c) => c !== "crc");
-  db.function("tether_run_checksum", { deterministic: true, varargs: true }, (...values: unknown[]) =>
-    sqliteRunChecksum(Object.fromEntries(names.map((name, i) => [name, values[i]])) as unknown as RunRow),
-  );
-  db.exec(`UPDATE runs SET crc = tether_run_checksum(${names.join(", ")}) WHERE crc IS NULL`);
-  const left = (db.prepare("SELECT count(*) AS n FROM runs WHERE crc IS NULL").get() as { n: number }).n;
-  if (left !== 0) throw new Error(`migration to layout 6 left ${left} run rows without a checksum; nothing was changed`);
+  fillChecksums(db, { table: "runs", columns: runChecksummedColumns, rows: "run rows", layout: 6 }, (row) => sqliteRunChecksum(row as unknown as RunRow));
 }
 
 /**
@@ -73,15 +65,28 @@ export function migrateFromLayout5(db: Database.Database): void {
  * wrong but is never blessed later; the migration counts that no row is left without one.
  */
 export function migrateFromLayout4(db: Database.Database): void {
-  const columns = db.prepare("SELECT name FROM pragma_table_info('journal')").pluck().all() as string[];
-  if (!columns.includes("crc")) db.exec("ALTER TABLE journal ADD COLUMN crc INTEGER");
-  const names = checksummedColumns.split(", ").filter((c) => c !== "crc");
-  db.function("tether_row_checksum", { deterministic: true, varargs: true }, (...values: unknown[]) =>
-    rowChecksum(Object.fromEntries(names.map((name, i) => [name, values[i]])) as unknown as ChecksummedRow),
-  );
-  db.exec(`UPDATE journal SET crc = tether_row_checksum(${names.join(", ")}) WHERE crc IS NULL`);
-  const left = (db.prepare("SELECT count(*) AS n FROM journal WHERE crc IS NULL").get() as { n: number }).n;
-  if (left !== 0) throw new Error(`migration to layout 5 left ${left} journal rows without a checksum; nothing was changed`);
+  fillChecksums(db, { table: "journal", columns: checksummedColumns, rows: "journal rows", layout: 5 }, (row) => rowChecksum(row as unknown as ChecksummedRow));
+}
+
+/**
+ * Adds a table's `crc` column if missing and fills it for every row without one, from the row
+ * as it is (a SQL function over `columns`, the columns the checksum covers); throws, and so
+ * rolls the caller's transaction back, if any row is left without one.
+ */
+function fillChecksums(
+  db: Database.Database,
+  target: { table: string; columns: string; rows: string; layout: number },
+  checksum: (row: Record<string, unknown>) => number,
+): void {
+  const { table } = target;
+  const present = db.prepare(`SELECT name FROM pragma_table_info('${table}')`).pluck().all() as string[];
+  if (!present.includes("crc")) db.exec(`ALTER TABLE ${table} ADD COLUMN crc INTEGER`);
+  const names = target.columns.split(", ").filter((c) => c !== "crc");
+  const fn = `tether_${table}_checksum`;
+  db.function(fn, { deterministic: true, varargs: true }, (...values: unknown[]) => checksum(Object.fromEntries(names.map((name, i) => [name, values[i]]))));
+  db.exec(`UPDATE ${table} SET crc = ${fn}(${names.join(", ")}) WHERE crc IS NULL`);
+  const left = (db.prepare(`SELECT count(*) AS n FROM ${table} WHERE crc IS NULL`).get() as { n: number }).n;
+  if (left !== 0) throw new Error(`migration to layout ${target.layout} left ${left} ${target.rows} without a checksum; nothing was changed`);
 }
 
 /**
