@@ -84,6 +84,16 @@ const flipped = (text: string) => {
   return text.slice(0, at) + String.fromCharCode(text.charCodeAt(at) ^ 0x01) + text.slice(at + 1);
 };
 
+/** A schema as a Tether that knew the migrations before `version` left it. */
+async function schemaBefore(pool: pg.Pool, s: string, version: number): Promise<void> {
+  await pool.query(`CREATE SCHEMA ${s}`);
+  await pool.query(`CREATE TABLE ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
+  for (const migration of migrations.filter((m) => m.version < version)) {
+    await pool.query(migration.sql(s));
+    await pool.query(`INSERT INTO ${s}.migrations VALUES ($1, $2, 0)`, [migration.version, migration.name]);
+  }
+}
+
 describe("checksummed rows (PostgreSQL)", () => {
   it("a byte changed in a completed run's stored message: snapshot_corrupt naming the run on read; its journal and the other runs read, the paused one resumes", async () => {
     const { done, paused } = await storeWithRuns();
@@ -214,12 +224,7 @@ describe("checksummed rows (PostgreSQL)", () => {
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });
     const s = `"${db.schema}"`;
     try {
-      await pool.query(`CREATE SCHEMA ${s}`);
-      await pool.query(`CREATE TABLE ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-      for (const migration of migrations.filter((m) => m.version < 4)) {
-        await pool.query(migration.sql(s));
-        await pool.query(`INSERT INTO ${s}.migrations VALUES ($1, $2, 0)`, [migration.version, migration.name]);
-      }
+      await schemaBefore(pool, s, 4);
       // More runs than one page of the migration's (500).
       await pool.query(`INSERT INTO ${s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket)
         SELECT 'run_' || lpad(n::text, 4, '0'), 'steps', 'completed', 1000 + n, 2000 + n, CASE WHEN n % 2 = 0 THEN NULL ELSE 5000 END, 1, 3, 0,
@@ -241,12 +246,7 @@ describe("checksummed rows (PostgreSQL)", () => {
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });
     const s = `"${db.schema}"`;
     try {
-      await pool.query(`CREATE SCHEMA ${s}`);
-      await pool.query(`CREATE TABLE ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-      for (const migration of migrations.filter((m) => m.version < 3)) {
-        await pool.query(migration.sql(s));
-        await pool.query(`INSERT INTO ${s}.migrations VALUES ($1, $2, 0)`, [migration.version, migration.name]);
-      }
+      await schemaBefore(pool, s, 3);
       await pool.query(`INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data) VALUES ('run_old', 1, 'status', 5, NULL, '{"to":"queued"}')`);
       await pool.query(`INSERT INTO ${s}.messages (run_id, idx, body) VALUES ('run_old', 0, '{"role":"user","content":"hi"}')`);
       await migrate(pool, db.schema);

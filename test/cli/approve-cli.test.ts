@@ -1,21 +1,18 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JournalEntry } from "../../src/engine/store.js";
 import type { RunView } from "../../src/server/api-types.js";
+import { runTether, type CliResult, projectRoot, tsxLoader, mainTs } from "./cli-process.js";
 
 /**
  * `tether approve` and `tether reject` as a user runs them: child processes over one SQLite
  * store, a worker in another process executing the run, each decision journaled.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const tsxLoader = createRequire(import.meta.url).resolve("tsx");
-const mainTs = join(root, "src/cli/main.ts");
+const root = projectRoot;
 const fixtureAgentsPath = join(root, "test/server/fixture-agents.ts");
 
 const cleanEnv = () => {
@@ -24,22 +21,8 @@ const cleanEnv = () => {
   return env;
 };
 
-function tether(cwd: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { cwd, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`tether ${args.join(" ")} did not finish\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? -1, stdout, stderr });
-    });
-  });
+function tether(cwd: string, args: string[]): Promise<CliResult> {
+  return runTether(args, { cwd, env: cleanEnv() });
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {

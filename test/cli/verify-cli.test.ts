@@ -1,22 +1,16 @@
-import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/engine/runtime.js";
 import { ModelRegistry } from "../../src/models/model-registry.js";
 import { effectTool, Ledger, sequenceAgent } from "../../src/testing/index.js";
 import { tempPostgres, type TempPostgres } from "../../src/testing/temp-postgres.js";
+import { runTether, type CliResult } from "./cli-process.js";
 
 /**
  * `tether verify --database-url` as a user runs it: the real CLI in a child process, against a
  * PostgreSQL schema with runs in it, healthy and then with a byte changed in one run's rows.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const tsxLoader = createRequire(import.meta.url).resolve("tsx");
-const mainTs = join(root, "src/cli/main.ts");
 
 let db: TempPostgres | undefined;
 afterEach(async () => {
@@ -25,24 +19,10 @@ afterEach(async () => {
 });
 
 /** Runs `tether …` as a child process, with no store named in the environment but `env`. */
-function tether(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const clean = { ...process.env };
-    for (const name of ["TETHER_URL", "TETHER_TOKEN", "TETHER_DB", "TETHER_DATABASE_URL"]) delete clean[name];
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { cwd: root, env: { ...clean, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`tether ${args.join(" ")} did not finish in 30 s\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? -1, stdout, stderr });
-    });
-  });
+function tether(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const clean = { ...process.env };
+  for (const name of ["TETHER_URL", "TETHER_TOKEN", "TETHER_DB", "TETHER_DATABASE_URL"]) delete clean[name];
+  return runTether(args, { env: { ...clean, ...env } });
 }
 
 const agent = sequenceAgent({

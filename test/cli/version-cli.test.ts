@@ -1,12 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { JournalEntry } from "../../src/engine/store.js";
 import type { RunView } from "../../src/server/api-types.js";
+import { runTether, type CliResult, projectRoot, tsxLoader, mainTs } from "./cli-process.js";
 
 /**
  * Runs pinned to their agent's version, the stale check of a resume from a CLI without the
@@ -14,9 +13,7 @@ import type { RunView } from "../../src/server/api-types.js";
  * set per process by AGENT_VERSION.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const tsxLoader = createRequire(import.meta.url).resolve("tsx");
-const mainTs = join(root, "src/cli/main.ts");
+const root = projectRoot;
 const testing = join(root, "src/testing/index.ts");
 
 function env(version?: string): NodeJS.ProcessEnv {
@@ -26,22 +23,8 @@ function env(version?: string): NodeJS.ProcessEnv {
   return out;
 }
 
-function tether(cwd: string, args: string[], version?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { cwd, env: env(version), stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`tether ${args.join(" ")} did not finish\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? -1, stdout, stderr });
-    });
-  });
+function tether(cwd: string, args: string[], version?: string): Promise<CliResult> {
+  return runTether(args, { cwd, env: env(version) });
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {

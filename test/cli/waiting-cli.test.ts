@@ -2,14 +2,13 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JournalEntry } from "../../src/engine/store.js";
 import type { RunWaitingPayload } from "../../src/notify/webhook-payload.js";
 import { verifyWebhookSignature } from "../../src/notify/webhook-signature.js";
+import { runTether, type CliResult, projectRoot, tsxLoader, mainTs } from "./cli-process.js";
 
 /**
  * `tether worker --webhook` tells a real receiver on loopback when a run starts waiting for a
@@ -17,9 +16,7 @@ import { verifyWebhookSignature } from "../../src/notify/webhook-signature.js";
  * processes over one SQLite store, as a user would run them.
  */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const tsxLoader = createRequire(import.meta.url).resolve("tsx");
-const mainTs = join(root, "src/cli/main.ts");
+const root = projectRoot;
 const fixtureAgentsPath = join(root, "test/server/fixture-agents.ts");
 const secret = "cli-test-secret-0123456789abcdef";
 
@@ -29,22 +26,8 @@ const cleanEnv = () => {
   return env;
 };
 
-function tether(cwd: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { cwd, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`tether ${args.join(" ")} did not finish\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? -1, stdout, stderr });
-    });
-  });
+function tether(cwd: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return runTether(args, { cwd, env: { ...cleanEnv(), ...env } });
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {

@@ -1,18 +1,12 @@
-import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/server/serve.js";
 import { Ledger } from "../../src/testing/index.js";
 import { forkyAgent } from "./fixture-agents.js";
 import { makeEnv, type TestEnv } from "./helpers.js";
+import { runTether, type CliResult } from "../cli/cli-process.js";
 
 /** Cancelling a run whose effects a live fork inherited, over HTTP and from the CLI. */
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const tsxLoader = createRequire(import.meta.url).resolve("tsx");
-const mainTs = join(root, "src/cli/main.ts");
 
 let env: TestEnv | undefined;
 const closers: (() => Promise<void>)[] = [];
@@ -37,24 +31,10 @@ async function sourceAndFork(): Promise<{ env: TestEnv; ledger: Ledger; id: stri
   return { env, ledger, id, forkId };
 }
 
-function tether(args: string[], url: string, token: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const environment: NodeJS.ProcessEnv = { ...process.env, TETHER_URL: url, TETHER_TOKEN: token };
-    delete environment.TETHER_DB;
-    const child = spawn(process.execPath, ["--import", tsxLoader, mainTs, ...args], { env: environment, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`tether ${args.join(" ")} did not finish\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, 30_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? -1, stdout, stderr });
-    });
-  });
+function tether(args: string[], url: string, token: string): Promise<CliResult> {
+  const environment: NodeJS.ProcessEnv = { ...process.env, TETHER_URL: url, TETHER_TOKEN: token };
+  delete environment.TETHER_DB;
+  return runTether(args, { env: environment });
 }
 
 describe("POST /runs/:id/cancel with a live fork that inherited effects", () => {
