@@ -25,7 +25,7 @@ const stepsQ = reader.prepare("SELECT sum(json_extract(doc, '$.step')) FROM runs
 const loop = monitorEventLoopDelay({ resolution: 5 });
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
-loop.enable();
+if (process.env.PROFILE_LAG_AFTER) setTimeout(() => loop.enable(), Number(process.env.PROFILE_LAG_AFTER)); else loop.enable();
 for (let i = 0; i < runs; i += 100) await Promise.all(Array.from({ length: Math.min(100, runs - i) }, (_, j) => tether.start("loader", `topic ${i + j}`)));
 for (;;) {
   if (Number(open.get()) === 0) break;
@@ -39,4 +39,4 @@ console.log(JSON.stringify({ runs, tokensPerSecond, steps, stepsPerSecond: +(ste
 reader.close();
 await tether.close();
 await store.close();
-rmSync(dir, { recursive: true, force: true });
+if (process.env.PROFILE_KEEP) console.log(path); else rmSync(dir, { recursive: true, force: true });

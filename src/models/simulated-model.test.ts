@@ -6,6 +6,7 @@ import { harness, type Harness } from "../testing/index.js";
 import { stringForPattern } from "./schema-sample.js";
 import { seededRandom } from "./seeded-random.js";
 import { SimulatedModel } from "./simulated-model.js";
+import type { Clock } from "../engine/clock.js";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -187,5 +188,97 @@ describe("the simulated model with scripted turns", () => {
       statusReason: "model_error: the simulated model's script has 1 turn and this is model call 2 of the run: add a turn, or end the last one without tool calls",
     });
     expect((await h.runtime.journal(run.id)).filter((e) => e.type === "call.failed")).toHaveLength(1);
+  });
+});
+
+/** A clock that moves only when told, and keeps every sleep asked of it until then. */
+class ManualClock implements Clock {
+  time = 1_000;
+  readonly sleeps: { until: number; wake: () => void }[] = [];
+  now(): number {
+    return this.time;
+  }
+  sleep(ms: number): Promise<void> {
+    return new Promise((wake) => this.sleeps.push({ until: this.time + ms, wake }));
+  }
+  async advance(ms: number): Promise<void> {
+    this.time += ms;
+    for (const sleep of this.sleeps.filter((s) => s.until <= this.time)) {
+      this.sleeps.splice(this.sleeps.indexOf(sleep), 1);
+      sleep.wake();
+    }
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+  }
+}
+
+describe("the simulated model's pace", () => {
+  const turns = [{ text: "one two three four five six" }];
+  const request = { messages: [{ role: "user" as const, content: "go" }], tools: [] };
+
+  /** Reads the stream in the background; `texts` is what has arrived so far. */
+  function reader(model: SimulatedModel, signal = new AbortController().signal) {
+    const texts: string[] = [];
+    const done = (async () => {
+      for await (const part of model.stream(request, { signal, idempotencyKey: "k" })) if (part.type === "text-delta") texts.push(part.text);
+    })();
+    return { texts, done };
+  }
+
+  it("streams the n-th token n/tokensPerSecond after the first read", async () => {
+    const clock = new ManualClock();
+    const { texts, done } = reader(new SimulatedModel({ tokensPerSecond: 100, script: turns, clock }));
+    await clock.advance(0);
+    expect(texts).toEqual([]);
+    await clock.advance(10);
+    expect(texts).toEqual(["one "]);
+    await clock.advance(9);
+    expect(texts).toEqual(["one "]);
+    await clock.advance(21);
+    expect(texts).toEqual(["one ", "two ", "thre", "e "]);
+    await clock.advance(30);
+    await done;
+    expect(texts.join("")).toBe("one two three four five six");
+  });
+
+  it("keeps its pace when the reader falls behind: the tokens already due arrive without a wait", async () => {
+    const clock = new ManualClock();
+    const model = new SimulatedModel({ tokensPerSecond: 100, script: turns, clock });
+    const stream = model.stream(request, { signal: new AbortController().signal, idempotencyKey: "k" });
+    await stream.next(); // the usage part, at once: the stream's clock starts here
+    const first = stream.next();
+    await clock.advance(10);
+    expect((await first).value).toEqual({ type: "text-delta", text: "one " });
+    clock.time += 40; // the reader was busy for 40 ms
+    const asked = clock.sleeps.length;
+    const due = [await stream.next(), await stream.next(), await stream.next(), await stream.next()];
+    expect(due.map((r) => (r.value as { text: string }).text)).toEqual(["two ", "thre", "e ", "four "]);
+    expect(clock.sleeps.length).toBe(asked);
+    const later = stream.next();
+    expect(clock.sleeps.map((s) => s.until)).toContain(1_060);
+    await clock.advance(10);
+    expect((await later).value).toEqual({ type: "text-delta", text: "five " });
+  });
+
+  it("wakes every stream due in the same millisecond from one timer", async () => {
+    const clock = new ManualClock();
+    const streams = Array.from({ length: 50 }, () => reader(new SimulatedModel({ tokensPerSecond: 100, script: turns, clock })));
+    await clock.advance(0);
+    expect(clock.sleeps).toHaveLength(1);
+    await clock.advance(10);
+    expect(streams.every((s) => s.texts.length === 1)).toBe(true);
+    expect(clock.sleeps).toHaveLength(1);
+    await clock.advance(60);
+    await Promise.all(streams.map((s) => s.done));
+    expect(streams.every((s) => s.texts.join("") === "one two three four five six")).toBe(true);
+  });
+
+  it("an abort rejects the pending token at once, without waiting for it to fall due", async () => {
+    const clock = new ManualClock();
+    const controller = new AbortController();
+    const { texts, done } = reader(new SimulatedModel({ tokensPerSecond: 100, script: turns, clock }), controller.signal);
+    await clock.advance(10);
+    controller.abort(new Error("paused"));
+    await expect(done).rejects.toThrow("paused");
+    expect(texts).toEqual(["one "]);
   });
 });

@@ -6,6 +6,7 @@ import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel, Tool
 import type { Message } from "../engine/state.js";
 import { hashString, seededRandom, type Random } from "./seeded-random.js";
 import { sampleFromSchema } from "./schema-sample.js";
+import { pacerFor } from "./token-pacer.js";
 import { paragraph } from "./simulated-text.js";
 
 /** One assistant turn: its text, and the tool calls it asks for (none: the agent's final answer). */
@@ -238,11 +239,14 @@ export class SimulatedModel implements TetherModel {
 }
 
 /**
- * The simulated stream: each text token `delayMs` after the one before, the other parts at once.
+ * The simulated stream: the n-th text token due n·`delayMs` after the first read, the other
+ * parts at once. Tokens keep the model's pace whatever the reader does, as a provider's do: a
+ * reader that falls behind finds the tokens already due waiting, and reads them without a wait.
  * An iterator written out rather than an async generator, with one abort listener for the whole
- * stream: a thousand streams at 100 tokens/s are a hundred thousand parts a second, and a
- * generator's extra promise hops and a listener added and removed per token were most of what
- * a step cost the benchmark's worker. An abort rejects the pending part at once.
+ * stream and the waits on a shared `TokenPacer`: a thousand streams at 100 tokens/s are a
+ * hundred thousand parts a second, and a generator's extra promise hops, a listener per token
+ * and a timer per token were most of what a step cost the benchmark's worker. An abort rejects
+ * the pending part at once.
  */
 class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   private parts: ModelStreamPart[] | undefined;
@@ -250,6 +254,8 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   private rejectPending: ((reason: unknown) => void) | undefined;
   private readonly onAbort = () => this.rejectPending?.(this.signal.reason);
   private listening = false;
+  private startedAt = 0;
+  private tokens = 0;
 
   constructor(
     private readonly plan: () => ModelStreamPart[],
@@ -266,7 +272,10 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
     if (this.signal.aborted) return this.finish(Promise.reject(this.signal.reason));
     // Planned on the first read, as a generator would: a script that throws fails the read.
     try {
-      this.parts ??= this.plan();
+      if (!this.parts) {
+        this.parts = this.plan();
+        this.startedAt = this.clock.now();
+      }
     } catch (error) {
       return this.finish(Promise.reject(error));
     }
@@ -278,13 +287,17 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
       this.listening = true;
       this.signal.addEventListener("abort", this.onAbort, { once: true });
     }
+    this.tokens += 1;
+    const due = this.startedAt + this.tokens * this.delayMs;
+    if (due <= this.clock.now()) return Promise.resolve({ done: false, value: part });
     return new Promise((resolve, reject) => {
       this.rejectPending = reject;
-      this.clock.sleep(this.delayMs).then(() => {
+      pacerFor(this.clock).at(due, () => {
+        if (this.rejectPending !== reject) return;
         this.rejectPending = undefined;
         if (this.signal.aborted) reject(this.signal.reason);
         else resolve({ done: false, value: part });
-      }, reject);
+      });
     });
   }
 
