@@ -67,12 +67,13 @@ export class EventBus {
     if (seq > (this.liveCounters.get(runId)?.seq ?? 0)) this.liveCounters.set(runId, { seq, sub: 0 });
   }
 
-  publishLive(runId: string, type: "model.delta", at: number, data: JsonObject): void {
-    const counter = this.liveCounters.get(runId) ?? { seq: 0, sub: 0 };
+  /** A model's text delta, live only; the clock is read only when someone follows the run. */
+  publishDelta(runId: string, callSeq: number, text: string, clock: { now(): number }): void {
+    let counter = this.liveCounters.get(runId);
+    if (!counter) this.liveCounters.set(runId, (counter = { seq: 0, sub: 0 }));
     counter.sub += 1;
-    this.liveCounters.set(runId, counter);
     // Most deltas have no follower: numbering them is all that is needed (a later follower's ids stay right).
-    if (this.hasListeners(runId)) this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type, at, data });
+    if (this.hasListeners(runId)) this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type: "model.delta", at: clock.now(), data: { callSeq, text } });
   }
 
   /**

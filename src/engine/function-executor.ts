@@ -316,7 +316,7 @@ export class FunctionExecutor extends RunSession {
       effectInput: null,
       live: async ({ signal, key, seq }): Promise<LiveResult> => {
         const runId = this.run.id;
-        const outcome = await streamModelCall(model, req, { signal, idempotencyKey: key, onDelta: (text) => this.ctx.bus.publishLive(runId, "model.delta", this.now(), { callSeq: seq, text }) });
+        const outcome = await streamModelCall(model, req, { signal, idempotencyKey: key, onDelta: (text) => this.ctx.bus.publishDelta(runId, seq, text, this.ctx.clock) });
         if (outcome.type === "completed") return { type: "ok", value: outcome.result as unknown as Json, usage: this.priced(name, outcome.result.usage) };
         const usage = this.priced(name, outcome.usage);
         if (outcome.type === "aborted") {

@@ -43,10 +43,14 @@ export async function streamModelCall(
       estimated: reported === undefined || (reported.outputTokens ?? 0) < output,
     };
   };
+  // Read on every part, so kept by a listener: `signal.aborted` is a getter that validates its receiver.
+  let aborted = options.signal.aborted;
+  const onAbort = () => (aborted = true);
+  options.signal.addEventListener("abort", onAbort, { once: true });
   try {
     for await (const part of model.stream(request, { signal: options.signal, idempotencyKey: options.idempotencyKey })) {
       // A stream that ignores its signal is cut here: nothing after the abort is used or shown.
-      if (options.signal.aborted) break;
+      if (aborted) break;
       switch (part.type) {
         case "text-delta":
           text += part.text;
@@ -68,6 +72,8 @@ export async function streamModelCall(
     if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
     const wrapped = TetherError.isInstance(error) ? error : new ModelCallError(`model ${model.provider}:${model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, undefined, error);
     return { type: "failed", error: wrapped, usage: partialUsage().usage };
+  } finally {
+    options.signal.removeEventListener("abort", onAbort);
   }
   if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
   const usage = partialUsage().usage;

@@ -252,7 +252,11 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   private parts: ModelStreamPart[] | undefined;
   private next_ = 0;
   private rejectPending: ((reason: unknown) => void) | undefined;
-  private readonly onAbort = () => this.rejectPending?.(this.signal.reason);
+  private readonly onAbort = () => {
+    this.aborted = true;
+    this.rejectPending?.(this.signal.reason);
+  };
+  private aborted = false;
   private listening = false;
   private startedAt = 0;
   private tokens = 0;
@@ -269,24 +273,24 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   }
 
   next(): Promise<IteratorResult<ModelStreamPart>> {
-    if (this.signal.aborted) return this.finish(Promise.reject(this.signal.reason));
-    // Planned on the first read, as a generator would: a script that throws fails the read.
-    try {
-      if (!this.parts) {
+    if (!this.parts) {
+      // Planned on the first read, as a generator would: a script that throws fails the read.
+      if (this.signal.aborted) return this.finish(Promise.reject(this.signal.reason));
+      try {
         this.parts = this.plan();
-        this.startedAt = this.clock.now();
+      } catch (error) {
+        return this.finish(Promise.reject(error));
       }
-    } catch (error) {
-      return this.finish(Promise.reject(error));
+      this.startedAt = this.clock.now();
+      this.listening = true;
+      this.signal.addEventListener("abort", this.onAbort, { once: true });
     }
+    // The abort listener's flag, not `signal.aborted` (a getter that validates its receiver), on every part.
+    if (this.aborted) return this.finish(Promise.reject(this.signal.reason));
     const part = this.parts[this.next_];
     if (part === undefined) return this.finish(Promise.resolve({ done: true, value: undefined }));
     this.next_ += 1;
     if (part.type !== "text-delta" || this.delayMs <= 0) return Promise.resolve({ done: false, value: part });
-    if (!this.listening) {
-      this.listening = true;
-      this.signal.addEventListener("abort", this.onAbort, { once: true });
-    }
     this.tokens += 1;
     const due = this.startedAt + this.tokens * this.delayMs;
     if (due <= this.clock.now()) return Promise.resolve({ done: false, value: part });
@@ -295,7 +299,7 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
       pacerFor(this.clock).at(due, () => {
         if (this.rejectPending !== reject) return;
         this.rejectPending = undefined;
-        if (this.signal.aborted) reject(this.signal.reason);
+        if (this.aborted) reject(this.signal.reason);
         else resolve({ done: false, value: part });
       });
     });

@@ -64,6 +64,25 @@ describe("group commit (SQLite)", () => {
     for (const [i, runId] of ids.entries()) expect((await store.getRun(runId))?.step).toBe(i + 1);
   });
 
+  it("a control write made behind 150 steps goes ahead of them: it commits in the first batch, and the steps keep their order", async () => {
+    const ids = await createRuns(152);
+    const [paused, ...stepping] = ids.slice(1);
+    const committedAt = new Map<string, number>();
+    const note = (runId: string) => (result: unknown) => (committedAt.set(runId, transactions()), result);
+    // The first write of the turn commits inline; then 150 steps of the runs' executors (fenced by their epoch).
+    await store.update({ runId: ids[0], set: { step: 1 } });
+    const steps = stepping.map((runId, i) => store.update({ runId, expect: { epoch: 0 }, set: { step: i + 1 }, journal: [{ type: "call.progress", at: 2000, data: { i } }] }).then(note(runId)));
+    // A person's pause, made last in the turn.
+    const pause = store.update({ runId: paused, set: { status: "pausing" }, journal: [{ type: "status", at: 2000, data: { from: "running", to: "pausing" } }] }).then(note(paused));
+    await Promise.all([...steps, pause]);
+    const first = Math.min(...committedAt.values());
+    expect(committedAt.get(paused)).toBe(first);
+    const order = stepping.map((runId) => committedAt.get(runId)!);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(order.filter((t) => t === first)).toHaveLength(63);
+    expect((await store.getRun(paused))?.status).toBe("pausing");
+  });
+
   it("a lone update commits inline, before its promise is even awaited", async () => {
     const [runId] = await createRuns(1);
     await new Promise((resolve) => setImmediate(resolve));

@@ -270,7 +270,7 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    const result = await this.updates.submit(update);
+    const result = await this.updates.submit(update, urgentUpdate(update));
     // A write its executing worker did not make: tell the watchers on this connection (other
     // connections see the commit through the data version).
     if (result.ok && (update.expect?.epoch === undefined || update.claim) && this.watchers.size > 0) this.changed(update.runId);
@@ -760,6 +760,16 @@ interface RowState {
   record: RunRecord;
   /** Key of the journal entry holding the vars in force. */
   varsKey: number;
+}
+
+/**
+ * A write that goes ahead of the steps waiting to commit: one its executing worker did not make
+ * (a control command, a claim), and one that writes a run's pause, cancel or halt.
+ */
+function urgentUpdate(update: RunUpdate): boolean {
+  if (update.expect?.epoch === undefined || update.insertCommand !== undefined || update.claim !== undefined) return true;
+  const status = update.set?.status;
+  return status === "pausing" || status === "paused" || status === "cancelling" || status === "cancelled" || status === "halted";
 }
 
 /** A run row as read back, with the checksum it was written with. */
