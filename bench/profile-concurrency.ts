@@ -1,7 +1,9 @@
 /**
  * A profiling driver for the one-worker concurrency case of bench/scale.ts (SQLite only): PROFILE_RUNS
  * (default 1000) loader runs at once; prints steps/s, CPU ms per step and loop delay. PROFILE_TOKENS_PER_SECOND
- * (default 100; `Infinity` streams every token at once) separates the engine's cost from the token stream's. Run it under
+ * (default 100; `Infinity` streams every token at once) separates the engine's cost from the token stream's.
+ * PROFILE_LAG_AFTER (ms) starts the loop-delay window that long after the start, past the runs' creation; PROFILE_KEEP
+ * keeps the database and prints its path. Run it under
  * `node --cpu-prof --import tsx bench/profile-concurrency.ts` and summarise with bench/cpuprofile-summary.ts.
  */
 import { mkdtempSync, rmSync } from "node:fs";
