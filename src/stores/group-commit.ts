@@ -13,9 +13,9 @@
  * phases, so the timers and I/O that came due in between (a pause, a stream's next token) run
  * between two batches instead of after one long one.
  *
- * An urgent write (a person's pause or cancel, the executor writing that its run stopped) goes
- * ahead of the ordinary ones waiting, behind the urgent ones before it: under a thousand runs'
- * steps a pause would otherwise wait out every batch queued before it.
+ * An urgent write (a control command, a claim, a write of a run's pause, cancel or halt: see
+ * `control-writes.ts`) goes ahead of the ordinary ones waiting, behind the urgent ones before it:
+ * under a thousand runs' steps a pause would otherwise wait out every batch queued before it.
  *
  * Each write keeps its own outcome: `commitMany` applies them in order, each in its own
  * savepoint, so one that fails (a refused fence, bad input) is rolled back alone and rejects only

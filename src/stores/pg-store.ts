@@ -38,6 +38,7 @@ import {
   type PgChecksummedRow,
   type PgRunRow,
 } from "./pg-schema.js";
+import { controlled, madeElsewhere } from "./control-writes.js";
 import { messageChecksum } from "./row-checksum.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
@@ -294,7 +295,7 @@ export class PostgresStore implements Store {
     // The executing worker's own writes of a run (fenced by its epoch; not a claim nor a command)
     // go one after another: a lease renewal sent while a step is being written would otherwise
     // lose the version race to it and queue again, and a busy pool makes each retry costly.
-    if (update.expect?.epoch === undefined || update.claim !== undefined || update.insertCommand !== undefined) return this.updateNow(update);
+    if (madeElsewhere(update)) return this.updateNow(update);
     const runId = update.runId;
     const mine = (this.writing.get(runId) ?? Promise.resolve()).then(() => this.updateNow(update));
     const done = mine.then(
@@ -435,7 +436,7 @@ export class PostgresStore implements Store {
     ctes.push(...this.childWrites(params, plan, update));
     // A write its executing worker did not make (not fenced by its epoch, a claim, or a control
     // command, which carries the epoch it was decided on): tell the workers.
-    const notify = update.expect?.epoch === undefined || update.claim !== undefined || update.insertCommand !== undefined;
+    const notify = madeElsewhere(update);
     params.push(this.channel);
     const written = notify ? `pg_notify($${params.length}, id)::text` : `$${params.length}::text`;
     // Written: one row, version NULL. Not written: the row as the statement found it.
@@ -1004,11 +1005,6 @@ export class PostgresStore implements Store {
   async dropSchema(): Promise<void> {
     await this.query(`DROP SCHEMA IF EXISTS ${this.s} CASCADE`);
   }
-}
-
-/** The statuses whose writes take the control lane. */
-function controlled(status: string): boolean {
-  return status === "pausing" || status === "paused" || status === "cancelling" || status === "halted";
 }
 
 /** Steps written in one statement at most. */

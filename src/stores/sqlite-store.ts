@@ -25,6 +25,7 @@ import type {
 } from "../engine/store.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
+import { controlled, madeElsewhere } from "./control-writes.js";
 import { GroupCommit, type Outcome } from "./group-commit.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 import { ensureLayout } from "./sqlite-migration.js";
@@ -270,7 +271,7 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    const result = await this.updates.submit(update, urgentUpdate(update));
+    const result = await this.updates.submit(update, madeElsewhere(update) || controlled(update.set?.status));
     // A write its executing worker did not make: tell the watchers on this connection (other
     // connections see the commit through the data version).
     if (result.ok && (update.expect?.epoch === undefined || update.claim) && this.watchers.size > 0) this.changed(update.runId);
@@ -760,16 +761,6 @@ interface RowState {
   record: RunRecord;
   /** Key of the journal entry holding the vars in force. */
   varsKey: number;
-}
-
-/**
- * A write that goes ahead of the steps waiting to commit: one its executing worker did not make
- * (a control command, a claim), and one that writes a run's pause, cancel or halt.
- */
-function urgentUpdate(update: RunUpdate): boolean {
-  if (update.expect?.epoch === undefined || update.insertCommand !== undefined || update.claim !== undefined) return true;
-  const status = update.set?.status;
-  return status === "pausing" || status === "paused" || status === "cancelling" || status === "cancelled" || status === "halted";
 }
 
 /** A run row as read back, with the checksum it was written with. */
