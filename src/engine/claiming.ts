@@ -19,6 +19,12 @@ export class RunClaims {
   readonly executors = new Map<string, { executor: RunSession; done: Promise<void> }>();
   /** Runs claimed here whose checks before the first call (claim-checks.ts) are under way. */
   readonly checking = new Map<string, Promise<void>>();
+  /**
+   * Runs whose claim by this process is being written: from the claim's send until the run is
+   * among `executors` or `checking`. A look for orphans that read the run meanwhile would find
+   * this process's own lease on it and claim it a second time, fencing off its own executor.
+   */
+  private readonly beingClaimed = new Set<string>();
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
@@ -64,8 +70,20 @@ export class RunClaims {
       const wanted = (run: RunRecord) => this.wanted(run, halts);
       if (store.claimRuns) {
         // The store locks what it hands out: workers looking at once get different runs.
-        const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => (wanted(run) ? this.claimUpdate(run, now) : undefined));
-        for (const result of claimed) if (result.ok) this.startExecuting(result);
+        const claiming: string[] = [];
+        try {
+          const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => {
+            const update = wanted(run) ? this.claimUpdate(run, now) : undefined;
+            if (update) {
+              this.beingClaimed.add(run.id);
+              claiming.push(run.id);
+            }
+            return update;
+          });
+          for (const result of claimed) if (result.ok) this.startExecuting(result);
+        } finally {
+          for (const id of claiming) this.beingClaimed.delete(id);
+        }
         return;
       }
       for (const run of await store.findClaimable(now, Math.min(room, 50))) {
@@ -82,6 +100,7 @@ export class RunClaims {
     return (
       !this.executors.has(run.id) &&
       !this.checking.has(run.id) &&
+      !this.beingClaimed.has(run.id) &&
       this.ctx.agents.has(run.agent) &&
       (run.status === "cancelling" || !halts.some((h) => h.scope === "*" || h.scope === `agent:${run.agent}`))
     );
@@ -125,8 +144,7 @@ export class RunClaims {
         if (!gone && run.lease && run.lease.until >= now && run.lease.workerId !== this.ctx.workerId) continue;
         const update = this.claimUpdate(run, now, gone);
         if (!update) continue;
-        const result = await store.update({ ...update, runId: run.id });
-        if (result.ok) this.startExecuting(result);
+        await this.claimWith(run.id, update);
       }
     } catch {
       // The next look tries again.
@@ -144,7 +162,7 @@ export class RunClaims {
    * its previous executor still winding down, a lease held), and it is claimed after instead.
    */
   inlineClaim(run: RunRecord, now: number): NonNullable<RunUpdate["claim"]> | undefined {
-    if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id)) return undefined;
+    if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id) || this.beingClaimed.has(run.id)) return undefined;
     if (this.size >= this.concurrency || !this.ctx.agents.has(run.agent)) return undefined;
     return this.leaseFor(now);
   }
@@ -172,15 +190,25 @@ export class RunClaims {
       if (!fresh) return;
       run = fresh;
     }
-    if (this.executors.has(run.id) || this.checking.has(run.id) || this.state.closed()) return;
+    if (this.executors.has(run.id) || this.checking.has(run.id) || this.beingClaimed.has(run.id) || this.state.closed()) return;
     // Full: the run waits in the store, and this worker's next look (or any other worker) takes it.
     if (this.size >= this.concurrency) return;
     if (!this.ctx.agents.has(run.agent)) return;
     const now = this.ctx.clock.now();
     const update = this.claimUpdate(run, now);
     if (!update) return;
-    const result = await this.ctx.store.update({ ...update, runId: run.id });
-    if (result.ok) this.startExecuting(result);
+    await this.claimWith(run.id, update);
+  }
+
+  /** Writes a claim and executes the run once it holds; `beingClaimed` names the run meanwhile. */
+  private async claimWith(runId: string, update: Omit<RunUpdate, "runId">): Promise<void> {
+    this.beingClaimed.add(runId);
+    try {
+      const result = await this.ctx.store.update({ ...update, runId });
+      if (result.ok) this.startExecuting(result);
+    } finally {
+      this.beingClaimed.delete(runId);
+    }
   }
 
   /**

@@ -89,3 +89,32 @@ describe("orphaned runs of a lease holder that is gone", () => {
     expect(probe.asked).toEqual([]);
   });
 });
+
+describe("this process's own claims", () => {
+  it("a look for orphans while this process's claim of a run is being written leaves the run to that claim: one claim, no recovery entry", async () => {
+    const ledger = new Ledger();
+    const agent = sequenceAgent({ name: "writer", tools: [effectTool({ name: "receipt", ledger })], steps: [{ tool: "receipt", input: { id: "order-1" } }] });
+    h = harness([agent], { leaseMs, processProbe: fakeProbe("first", new Set()) });
+    const store = h.store;
+    const write = store.update.bind(store);
+    let looked = false;
+    // The claim commits; before the claimer goes on, a look for orphans reads the run (this
+    // process's live lease on it) — what startWorker's first look does on a busy loop.
+    store.update = async (update) => {
+      const result = await write(update);
+      if (update.claim && !looked) {
+        looked = true;
+        h!.runtime.startWorker();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      return result;
+    };
+    const run = await h.runtime.start("writer", null);
+    const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(looked).toBe(true);
+    expect(done.status).toBe("completed");
+    expect(done.epoch).toBe(1);
+    expect((await journalOf(run.id)).filter((e) => e.type === "recovery")).toEqual([]);
+    expect(ledger.executionsOf("receipt")).toBe(1);
+  });
+});
