@@ -71,7 +71,9 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
   for (const c of run.pendingCompensations) bySeq.set(c.callSeq, c);
   for (const c of props.timeline.calls.values()) if (c.compensation && !bySeq.has(c.callSeq)) bySeq.set(c.callSeq, { callSeq: c.callSeq, tool: c.name, input: c.input ?? null });
   const rows = [...bySeq.values()].sort((a, b) => b.callSeq - a.callSeq);
-  const done = run.status === "cancelled";
+  // Done once the journal shown here reached the end too: the run's record (from the runs feed)
+  // can say cancelled before this run's stream has brought the compensations' last entries.
+  const done = run.status === "cancelled" && props.timeline.items.some((item) => item.type === "marker" && item.marker.status === "cancelled");
   const mustChoose = (preview?.inherited.length ?? 0) > 0;
   const keptSeqs = new Set<number>([...(run.report?.kept ?? []).map((k) => k.callSeq), ...(inherited === "keep" ? (preview?.inherited ?? []).map((e) => e.callSeq) : [])]);
   const undoCount = rows.filter((r) => !keptSeqs.has(r.callSeq)).length;
