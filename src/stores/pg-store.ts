@@ -551,14 +551,23 @@ export class PostgresStore implements Store {
         WHERE y.run_id IN (SELECT id FROM upd)),
       m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
         SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
-      SELECT ${writtenRow("id", "NULL::text")} FROM upd
-      UNION ALL SELECT ${pgRunColumns.split(", ").map((c) => `r.${c}`).join(", ")} FROM ${s}.runs AS r JOIN x ON r.id = x.id WHERE r.id = ANY($4::text[]) AND r.id NOT IN (SELECT id FROM upd)`;
-    let rows: StoredRunRow[];
+      SELECT id FROM upd`;
+    // The rows of the runs whose step was not written (moved on, or fenced off), as they are now:
+    // the rare case, read by a second statement so that the common one returns only ids.
+    let written: Set<string>;
+    let found: Map<string, StoredRunRow>;
     try {
-      // This step holds a turn of the main pool: the statement goes straight to it.
+      // This step holds a turn of the main pool: the statements go straight to it.
       // The ids again as an array: the runs are found by their key, never by a scan of the table.
       const ids = batch.map((step) => step.runId);
-      rows = (await this.query<(typeof rows)[number]>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool)).rows;
+      const { rows } = await this.query<{ id: string }>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool);
+      written = new Set(rows.map((row) => row.id));
+      const missed = ids.filter((id) => !written.has(id));
+      found = new Map();
+      if (missed.length > 0) {
+        const current = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${s}.runs WHERE id = ANY($1::text[])`, [missed], this.pool);
+        for (const row of current.rows) found.set(row.id, row);
+      }
     } catch (error) {
       if (batch.length === 1) {
         batch[0].finish(error as Error);
@@ -570,28 +579,29 @@ export class PostgresStore implements Store {
       }
       return;
     }
-    const found = new Map(rows.map((row) => [row.id, row]));
     for (const step of batch) {
-      const row = found.get(step.runId);
-      if (!row) {
-        this.cache.delete(step.runId);
-        step.finish({ current: undefined });
-      } else if (row.version !== null) {
-        let current: CachedRun;
-        try {
-          current = this.intactRow(row);
-        } catch (error) {
-          step.finish(error as Error);
-          continue;
-        }
-        this.remember(step.runId, current);
-        step.finish({ current });
-      } else {
+      if (written.has(step.runId)) {
         const { record, doc, plan } = step;
         this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
         if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
         step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+        continue;
       }
+      const row = found.get(step.runId);
+      if (!row) {
+        this.cache.delete(step.runId);
+        step.finish({ current: undefined });
+        continue;
+      }
+      let current: CachedRun;
+      try {
+        current = this.intactRow(row);
+      } catch (error) {
+        step.finish(error as Error);
+        continue;
+      }
+      this.remember(step.runId, current);
+      step.finish({ current });
     }
   }
 
