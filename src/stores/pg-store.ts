@@ -552,22 +552,13 @@ export class PostgresStore implements Store {
       m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
         SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
       SELECT id FROM upd`;
-    // The rows of the runs whose step was not written (moved on, or fenced off), as they are now:
-    // the rare case, read by a second statement so that the common one returns only ids.
     let written: Set<string>;
-    let found: Map<string, StoredRunRow>;
     try {
-      // This step holds a turn of the main pool: the statements go straight to it.
+      // This step holds a turn of the main pool: the statement goes straight to it.
       // The ids again as an array: the runs are found by their key, never by a scan of the table.
       const ids = batch.map((step) => step.runId);
       const { rows } = await this.query<{ id: string }>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool);
       written = new Set(rows.map((row) => row.id));
-      const missed = ids.filter((id) => !written.has(id));
-      found = new Map();
-      if (missed.length > 0) {
-        const current = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${s}.runs WHERE id = ANY($1::text[])`, [missed], this.pool);
-        for (const row of current.rows) found.set(row.id, row);
-      }
     } catch (error) {
       if (batch.length === 1) {
         batch[0].finish(error as Error);
@@ -580,13 +571,26 @@ export class PostgresStore implements Store {
       return;
     }
     for (const step of batch) {
-      if (written.has(step.runId)) {
-        const { record, doc, plan } = step;
-        this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
-        if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
-        step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
-        continue;
-      }
+      if (!written.has(step.runId)) continue;
+      const { record, doc, plan } = step;
+      this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
+      if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
+      step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+    }
+    // The steps not written (the run moved on, or this worker was fenced off): the rare case, so
+    // the statement above returns only ids, and their rows as they are now are read here. The
+    // written steps are done whatever this read does: they are never sent again.
+    const missed = batch.filter((step) => !written.has(step.runId));
+    if (missed.length === 0) return;
+    let found: Map<string, StoredRunRow>;
+    try {
+      const current = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${s}.runs WHERE id = ANY($1::text[])`, [missed.map((step) => step.runId)], this.pool);
+      found = new Map(current.rows.map((row) => [row.id, row]));
+    } catch (error) {
+      for (const step of missed) step.finish(error as Error);
+      return;
+    }
+    for (const step of missed) {
       const row = found.get(step.runId);
       if (!row) {
         this.cache.delete(step.runId);
