@@ -96,7 +96,7 @@ async function openFloor(): Promise<{ perStep(): Promise<number>; close(): Promi
 /**
  * Steps run before any is measured, in every part, on each side: a worker runs for hours, and
  * the process and PostgreSQL's backends take a few thousand steps to reach their pace (one
- * 100-step run as the warm-up left the 100-step figure measuring mostly that).
+ * 100-step run as the warm-up left part of that in the 100-step figure).
  */
 const warmupSteps = 5000;
 
