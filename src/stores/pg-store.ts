@@ -481,8 +481,8 @@ export class PostgresStore implements Store {
    * only from the version its step was planned on. Under no load a step is written alone at once.
    */
   private async stepTogether(step: Omit<StepWrite, "taken" | "done" | "finish">): Promise<StepOutcome> {
-    let finish!: (outcome: StepOutcome | Error) => void;
-    const done = new Promise<StepOutcome | Error>((resolve) => (finish = resolve));
+    let finish!: (outcome: StepReply | Error) => void;
+    const done = new Promise<StepReply | Error>((resolve) => (finish = resolve));
     const mine: StepWrite = { ...step, taken: false, done, finish };
     this.steps.add(mine);
     const turn = await this.mainTurn({ runId: step.runId, check: () => mine.taken || step.newer.check() }).catch((error: unknown) => {
@@ -519,6 +519,8 @@ export class PostgresStore implements Store {
     }
     const outcome = await done;
     if (outcome instanceof Error) throw outcome;
+    // Its row as it is now, read with no turn of the main pool held.
+    if (outcome === "not written") return { current: await this.readRow(step.runId) };
     return outcome;
   }
 
@@ -571,41 +573,16 @@ export class PostgresStore implements Store {
       return;
     }
     for (const step of batch) {
-      if (!written.has(step.runId)) continue;
+      // Not written (the run moved on, or this worker was fenced off): the rare case, so the
+      // statement returns only ids; `stepTogether` reads the row once this turn is given back.
+      if (!written.has(step.runId)) {
+        step.finish("not written");
+        continue;
+      }
       const { record, doc, plan } = step;
       this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
       if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
       step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
-    }
-    // The steps not written (the run moved on, or this worker was fenced off): the rare case, so
-    // the statement above returns only ids, and their rows as they are now are read here. The
-    // written steps are done whatever this read does: they are never sent again.
-    const missed = batch.filter((step) => !written.has(step.runId));
-    if (missed.length === 0) return;
-    let found: Map<string, StoredRunRow>;
-    try {
-      const current = await this.query<StoredRunRow>(`SELECT ${pgRunColumns} FROM ${s}.runs WHERE id = ANY($1::text[])`, [missed.map((step) => step.runId)], this.pool);
-      found = new Map(current.rows.map((row) => [row.id, row]));
-    } catch (error) {
-      for (const step of missed) step.finish(error as Error);
-      return;
-    }
-    for (const step of missed) {
-      const row = found.get(step.runId);
-      if (!row) {
-        this.cache.delete(step.runId);
-        step.finish({ current: undefined });
-        continue;
-      }
-      let current: CachedRun;
-      try {
-        current = this.intactRow(row);
-      } catch (error) {
-        step.finish(error as Error);
-        continue;
-      }
-      this.remember(step.runId, current);
-      step.finish({ current });
     }
   }
 
@@ -1025,6 +1002,8 @@ export class PostgresStore implements Store {
 const maxStepBatch = 64;
 
 type StepOutcome = { written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined };
+/** What `writeSteps` hands a step: its outcome, or that it was not written (its row is read after). */
+type StepReply = StepOutcome | "not written";
 
 interface StepWrite {
   runId: string;
@@ -1037,8 +1016,8 @@ interface StepWrite {
   newer: Stale;
   /** In a statement (its own or another step's). */
   taken: boolean;
-  done: Promise<StepOutcome | Error>;
-  finish(outcome: StepOutcome | Error): void;
+  done: Promise<StepReply | Error>;
+  finish(outcome: StepReply | Error): void;
 }
 
 interface Renewal {
