@@ -28,6 +28,7 @@ export type * from "./engine/store.js";
 export { snapshotSchemaVersion } from "./engine/store.js";
 export { eventId, type RunEvent, EventBus } from "./engine/events.js";
 export { Runtime, createRuntime, type RuntimeOptions, type PauseOptions, type ResumeOptions, type StartOptions, type ForkOptions, type ControlOptions, type CancelOptions, type CancelPreview } from "./engine/runtime.js";
+export type { HaltResult, UnhaltResult, RunFailure } from "./engine/halt-command.js";
 export type { InheritedChoice, InheritedEffect, ForkInheritance } from "./engine/fork-inheritance.js";
 export type { ModelResolver, CompensationPolicy } from "./engine/engine-context.js";
 export type { LeaseHolder, ProcessProbe } from "./engine/lease-holder.js";

@@ -1,5 +1,5 @@
 import { applyControl, newCommand, type ControlHost, type ControlOptions } from "./control-command.js";
-import { IllegalTransitionError } from "./errors.js";
+import { IllegalTransitionError, TetherError } from "./errors.js";
 import { settlePendingCommands } from "./pending-commands.js";
 import { isTerminal, type RunStatus } from "./status.js";
 import { statusEntry } from "./status-entry.js";
@@ -7,15 +7,39 @@ import type { RunRecord } from "./store.js";
 
 const activeStatuses: RunStatus[] = ["queued", "running", "pausing", "paused", "cancelling", "halted"];
 
-/** The kill switch: every run in scope halted at once, in-flight calls aborted, no compensation. */
-export async function haltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<{ scope: string; halted: string[] }> {
+/** A run a halt or an unhalt could not change (its record damaged, say), with the error it met. */
+export interface RunFailure {
+  runId: string;
+  code: string;
+  message: string;
+}
+
+export interface HaltResult {
+  scope: string;
+  halted: string[];
+  /** Runs in scope the halt could not stop: each named with why. Every other run was halted. */
+  failed: RunFailure[];
+}
+
+function failureOf(runId: string, error: unknown): RunFailure {
+  if (TetherError.isInstance(error)) return { runId, code: error.code, message: error.message };
+  return { runId, code: "internal_error", message: error instanceof Error ? error.message : String(error) };
+}
+
+/**
+ * The kill switch: every run in scope halted at once, in-flight calls aborted, no compensation.
+ * The runs are found by their rows' own columns, and one that cannot be halted (its record
+ * damaged) is named in `failed` while every other run is halted: nothing one run holds stops it.
+ */
+export async function haltRuns(host: ControlHost, options: ControlOptions & { agent?: string }): Promise<HaltResult> {
   const store = host.ctx.store;
   const scope = options.agent ? `agent:${options.agent}` : "*";
   const global = newCommand(host.ctx, "halt", null, options, { scope });
   await store.setHalt({ scope, actor: global.actor, reason: global.reason, at: global.createdAt });
   await store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
   const halted: string[] = [];
-  const runs = await store.listRuns({ status: activeStatuses.filter((s) => s !== "halted"), agent: options.agent, limit: 100_000 });
+  const failed: RunFailure[] = [];
+  const runs = await store.listRunRefs({ status: activeStatuses.filter((s) => s !== "halted"), agent: options.agent, limit: 100_000 });
   for (const candidate of runs) {
     const command = newCommand(host.ctx, "halt", candidate.id, options, { scope });
     try {
@@ -41,10 +65,11 @@ export async function haltRuns(host: ControlHost, options: ControlOptions & { ag
       });
       halted.push(candidate.id);
     } catch (error) {
-      if (!(error instanceof IllegalTransitionError)) throw error;
+      // Ended since it was listed: nothing to halt.
+      if (!(error instanceof IllegalTransitionError)) failed.push(failureOf(candidate.id, error));
     }
   }
-  return { scope, halted };
+  return { scope, halted, failed };
 }
 
 export interface UnhaltResult {
@@ -53,6 +78,8 @@ export interface UnhaltResult {
   paused: string[];
   /** Runs the halt stopped while they were cancelling: back to `cancelling`, their compensation goes on. */
   cancelling: string[];
+  /** Halted runs the unhalt could not change (a damaged record): still halted, each named with why. */
+  failed: RunFailure[];
 }
 
 /**
@@ -68,8 +95,9 @@ export async function unhaltRuns(host: ControlHost, options: ControlOptions & { 
   await store.insertCommand({ ...global, appliedAt: global.createdAt, outcome: "applied" });
   const paused: string[] = [];
   const cancelling: string[] = [];
+  const failed: RunFailure[] = [];
   const remaining = await store.listHalts();
-  for (const candidate of await store.listRuns({ status: ["halted"], agent: options.agent, limit: 100_000 })) {
+  for (const candidate of await store.listRunRefs({ status: ["halted"], agent: options.agent, limit: 100_000 })) {
     if (remaining.some((h) => h.scope === "*" || h.scope === `agent:${candidate.agent}`)) continue;
     const command = newCommand(host.ctx, "unhalt", candidate.id, options, { scope });
     let to = "paused" as "paused" | "cancelling";
@@ -86,11 +114,11 @@ export async function unhaltRuns(host: ControlHost, options: ControlOptions & { 
         };
       });
     } catch (error) {
-      if (error instanceof IllegalTransitionError) continue;
-      throw error;
+      if (!(error instanceof IllegalTransitionError)) failed.push(failureOf(candidate.id, error));
+      continue;
     }
     (to === "cancelling" ? cancelling : paused).push(candidate.id);
     if (to === "cancelling" && host.claims() && host.ctx.agents.has(run.agent)) host.claimSoon(run);
   }
-  return { scope, paused, cancelling };
+  return { scope, paused, cancelling, failed };
 }

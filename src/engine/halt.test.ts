@@ -66,7 +66,7 @@ describe("halt, the kill switch", () => {
     const beta = await rt.start("beta", null);
     await waitUntil(() => ledger.executionsOf("wait") === 2);
     const result = await rt.halt({ agent: "alpha" });
-    expect(result).toEqual({ scope: "agent:alpha", halted: [alpha.id] });
+    expect(result).toEqual({ scope: "agent:alpha", halted: [alpha.id], failed: [] });
     await expect(rt.start("alpha", null)).rejects.toMatchObject({ code: "halted" });
     expect((await rt.waitFor(beta.id, ["completed", "failed"])).status).toBe("completed");
     await rt.settled(alpha.id);
@@ -117,7 +117,7 @@ describe("halt, the kill switch", () => {
     await expect(rt.resume(run.id)).rejects.toMatchObject({ code: "halted" });
 
     const lifted = await rt.unhalt({ actor: "root", agent: "drafts" });
-    expect(lifted).toEqual({ scope: "agent:drafts", paused: [], cancelling: [run.id] });
+    expect(lifted).toEqual({ scope: "agent:drafts", paused: [], cancelling: [run.id], failed: [] });
     const ended = await rt.waitFor(run.id, ["cancelled", "paused", "failed", "completed"]);
     expect(ended).toMatchObject({ status: "cancelled", haltedFrom: null });
     expect(ended.report?.compensated).toEqual([

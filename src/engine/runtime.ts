@@ -13,7 +13,7 @@ import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
 import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
-import { haltRuns, unhaltRuns, type UnhaltResult } from "./halt-command.js";
+import { haltRuns, unhaltRuns, type HaltResult, type UnhaltResult } from "./halt-command.js";
 import type { ProcessProbe } from "./lease-holder.js";
 import { RunWatcher } from "./run-watcher.js";
 import { randomIds, type IdGenerator } from "./ids.js";
@@ -462,7 +462,7 @@ export class Runtime {
   }
 
   /** The kill switch: every run in scope halted at once, in-flight calls aborted, no compensation. */
-  async halt(options: ControlOptions & { agent?: string } = {}): Promise<{ scope: string; halted: string[] }> {
+  async halt(options: ControlOptions & { agent?: string } = {}): Promise<HaltResult> {
     return haltRuns(this.host, options);
   }
 

@@ -403,6 +403,12 @@ export interface RunFilter {
   updatedAfter?: number;
 }
 
+/** A run as a listing of ids names it. */
+export interface RunRef {
+  id: string;
+  agent: string;
+}
+
 /** What a run takes in the store: its rows and their bytes (the data, not the database's own overhead). */
 export interface RunStorage {
   journalEntries: number;
@@ -446,6 +452,12 @@ export interface Store {
   createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord>;
   getRun(runId: string): Promise<RunRecord | undefined>;
   listRuns(filter?: RunFilter): Promise<RunRecord[]>;
+  /**
+   * The id and agent of each run `listRuns` would return, in its order, read from the row's own
+   * columns without its record: a run whose record is damaged is listed too (the kill switch
+   * halts every other run and names it, where a listing of records is refused as a whole).
+   */
+  listRunRefs(filter?: RunFilter): Promise<RunRef[]>;
   /** Atomic: check expectations, then apply every part of the update, or nothing. */
   update(update: RunUpdate): Promise<UpdateResult>;
 

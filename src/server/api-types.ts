@@ -1,4 +1,5 @@
 import type { Budgets } from "../engine/budgets.js";
+import type { RunFailure } from "../engine/halt-command.js";
 import type { Json, JsonObject } from "../engine/json.js";
 import type { CancelPreview } from "../engine/runtime.js";
 import type { AgentState } from "../engine/state.js";
@@ -163,6 +164,8 @@ export interface HaltsResponse {
 export interface HaltResponse {
   scope: string;
   halted: string[];
+  /** Runs in scope the halt could not stop (a damaged record), each with the error's code and message; every other run was halted. */
+  failed: RunFailure[];
 }
 
 export interface UnhaltResponse {
@@ -171,6 +174,8 @@ export interface UnhaltResponse {
   paused: string[];
   /** Runs the halt stopped while they were being cancelled: cancelling again, their compensation goes on. */
   cancelling: string[];
+  /** Halted runs that could not be changed (a damaged record): still halted, each with why. */
+  failed: RunFailure[];
 }
 
 export interface ErrorBody {

@@ -119,7 +119,7 @@ export const routeDocs: RouteDoc[] = [
     success: { status: 200, description: "{ runs, journalEntries, messages, bytes, batches, before, dryRun }" },
   },
   { method: "get", path: "/halt", summary: "The halts in force", role: "viewer", success: { status: 200, description: "{ halts }" } },
-  { method: "post", path: "/halt", summary: "Halt every run, or one agent's (the kill switch)", role: "admin", body: haltBodySchema, success: { status: 200, description: "{ scope, halted }" } },
+  { method: "post", path: "/halt", summary: "Halt every run, or one agent's (the kill switch)", role: "admin", body: haltBodySchema, success: { status: 200, description: "{ scope, halted, failed: [{ runId, code, message }] }: every run in scope is halted but those named in failed" } },
   {
     method: "delete",
     path: "/halt",
@@ -129,7 +129,7 @@ export const routeDocs: RouteDoc[] = [
       { name: "agent", description: "lift this agent's halt (default: the global one)", schema: { type: "string" } },
       { name: "reason", description: "why, for the journal", schema: { type: "string" } },
     ],
-    success: { status: 200, description: "{ scope, paused, cancelling }" },
+    success: { status: 200, description: "{ scope, paused, cancelling, failed: [{ runId, code, message }] }" },
   },
   { method: "get", path: "/openapi.json", summary: "This document", role: "none", success: { status: 200, description: "the OpenAPI 3.1 document" } },
 ];

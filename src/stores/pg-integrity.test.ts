@@ -188,6 +188,34 @@ describe("checksummed rows (PostgreSQL)", () => {
     }
   });
 
+  it("a paused run's record damaged: halt halts every other active run and names it with store_corrupt; unhalt lifts the others and names the halted run it cannot change", async () => {
+    const { paused } = await storeWithRuns();
+    const { doc } = (await sql("SELECT doc FROM S.runs WHERE id = $1", [paused])).rows[0] as { doc: string };
+    const { step } = JSON.parse(doc) as { step: number };
+    await sql("UPDATE S.runs SET doc = $2 WHERE id = $1", [paused, doc.replace(`"step":${step},`, `"step":${step + 1},`)]);
+    const store = await db!.open().open();
+    // No worker: the runs it starts wait queued, active runs the halt must reach.
+    const runtime = new Runtime({ agents: [agent], store, resolveModel: new ModelRegistry().resolver, worker: false });
+    try {
+      const fresh = [(await runtime.start("steps", { n: 7 })).id, (await runtime.start("steps", { n: 8 })).id];
+      const halt = await runtime.halt({ actor: "test", reason: "drill" });
+      expect([...halt.halted].sort()).toEqual([...fresh].sort());
+      expect(halt.failed).toEqual([{ runId: paused, code: "store_corrupt", message: expect.stringContaining(`run ${paused}: its run row fails its checksum`) }]);
+      for (const id of fresh) expect((await store.getRun(id))?.status).toBe("halted");
+      expect((await store.listHalts()).map((h) => h.scope)).toEqual(["*"]);
+      expect(JSON.parse((await sql("SELECT doc FROM S.runs WHERE id = $1", [paused])).rows[0].doc).step).toBe(step + 1);
+
+      await sql("UPDATE S.runs SET lease_until = 1 WHERE id = $1", [fresh[0]]);
+      const lifted = await runtime.unhalt({ actor: "test" });
+      expect(lifted.paused).toEqual([fresh[1]]);
+      expect(lifted.failed).toEqual([{ runId: fresh[0], code: "store_corrupt", message: expect.stringContaining(`run ${fresh[0]}: its run row fails its checksum`) }]);
+      expect((await store.getRun(fresh[1]))?.status).toBe("paused");
+      expect(await store.listHalts()).toEqual([]);
+    } finally {
+      await runtime.close();
+    }
+  });
+
   it("verify reads every row of a healthy schema (completed, paused, with snapshots) and finds nothing; then names exactly the runs whose journal, message and run rows were changed", async () => {
     const { done, paused } = await storeWithRuns();
     const healthy = await verify();

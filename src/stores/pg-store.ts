@@ -15,6 +15,7 @@ import type {
   PruneOptions,
   PruneReport,
   RunFilter,
+  RunRef,
   RunStorage,
   RunRecord,
   RunUpdate,
@@ -263,29 +264,16 @@ export class PostgresStore implements Store {
   }
 
   async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.status?.length) {
-      params.push([...filter.status]);
-      where.push(`status = ANY($${params.length})`);
-    }
-    if (filter.agent) {
-      params.push(filter.agent);
-      where.push(`agent = $${params.length}`);
-    }
-    if (filter.statusReason !== undefined) {
-      params.push(filter.statusReason);
-      where.push(`(doc::json ->> 'statusReason') = $${params.length}`);
-    }
-    if (filter.updatedAfter !== undefined) {
-      params.push(filter.updatedAfter);
-      // The indexed bucket narrows to a superset (it is the time rounded up); the time itself decides.
-      params.push(updatedBucket(filter.updatedAfter));
-      where.push(`updated_bucket >= $${params.length} AND updated_at > $${params.length - 1}`);
-    }
+    const { where, params } = runsWhere(filter);
     params.push(filter.limit ?? 100);
-    const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT $${params.length}`;
+    const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where} ORDER BY created_at DESC, id LIMIT $${params.length}`;
     return (await this.query<StoredRunRow>(sql, params)).rows.map((row) => JSON.parse(this.intactRow(row).doc) as RunRecord);
+  }
+
+  async listRunRefs(filter: RunFilter = {}): Promise<RunRef[]> {
+    const { where, params } = runsWhere(filter);
+    params.push(filter.limit ?? 100);
+    return (await this.query<RunRef>(`SELECT id, agent FROM ${this.s}.runs ${where} ORDER BY created_at DESC, id LIMIT $${params.length}`, params)).rows;
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
@@ -1197,4 +1185,29 @@ export function redactUrl(url: string): string {
   } catch {
     return "(unparseable connection string)";
   }
+}
+
+/** The WHERE clause of a listing of runs (empty for no filter) and its parameters, numbered from $1. */
+function runsWhere(filter: RunFilter): { where: string; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (filter.status?.length) {
+    params.push([...filter.status]);
+    where.push(`status = ANY($${params.length})`);
+  }
+  if (filter.agent) {
+    params.push(filter.agent);
+    where.push(`agent = $${params.length}`);
+  }
+  if (filter.statusReason !== undefined) {
+    params.push(filter.statusReason);
+    where.push(`(doc::json ->> 'statusReason') = $${params.length}`);
+  }
+  if (filter.updatedAfter !== undefined) {
+    params.push(filter.updatedAfter);
+    // The indexed bucket narrows to a superset (it is the time rounded up); the time itself decides.
+    params.push(updatedBucket(filter.updatedAfter));
+    where.push(`updated_bucket >= $${params.length} AND updated_at > $${params.length - 1}`);
+  }
+  return { where: where.length ? `WHERE ${where.join(" AND ")}` : "", params };
 }

@@ -222,6 +222,45 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     }
   });
 
+  it("a paused run's record damaged: `tether halt` halts every other active run and names the damaged one (exit 5); `tether unhalt` lifts the others and names the one it cannot change", async () => {
+    const { path, paused } = await storeWithRuns();
+    const doc = rawRunDoc(path, paused);
+    const { step } = JSON.parse(doc) as { step: number };
+    // One bit of its step's last digit flipped: still valid JSON, but not what Tether wrote.
+    flipInFile(path, doc, doc.indexOf(`"step":${step},`) + `"step":${step}`.length - 1);
+    expect(JSON.parse(rawRunDoc(path, paused)).step).toBe(step ^ 1);
+    const store = new SqliteStore({ path });
+    // No worker: the runs it starts wait queued, active runs the halt must reach.
+    const runtime = new Runtime({ agents: [agent], store, resolveModel: new ModelRegistry().resolver, worker: false });
+    try {
+      const fresh = [(await runtime.start("steps", { n: 7 })).id, (await runtime.start("steps", { n: 8 })).id];
+      const halt = await cli(["--db", path, "halt", "--reason", "drill"]);
+      expect(halt.code).toBe(5);
+      expect(halt.stdout).toContain("halted 2 runs (scope *)");
+      expect(halt.stdout).toContain(`not halted: ${paused}\tstore_corrupt\tthe store at ${path} is damaged: run ${paused}: its run row fails its checksum`);
+      expect(halt.stderr).toContain(`1 run could not be halted: ${paused} (store_corrupt); every other run in scope is halted, and the halt is in force`);
+      for (const id of fresh) expect((await store.getRun(id))?.status).toBe("halted");
+      expect((await store.listHalts()).map((h) => h.scope)).toEqual(["*"]);
+      // The damaged row is as it was: nothing written over it.
+      expect(JSON.parse(rawRunDoc(path, paused)).step).toBe(step ^ 1);
+
+      // One halted run's row changed behind Tether's back (a checksummed column): the unhalt lifts the other.
+      const raw = new Database(path);
+      raw.prepare("UPDATE runs SET lease_until = 1 WHERE id = ?").run(fresh[0]);
+      raw.close();
+      const unhalt = await cli(["--db", path, "unhalt", "--json"]);
+      expect(unhalt.code).toBe(5);
+      const lifted = JSON.parse(unhalt.stdout) as { paused: string[]; failed: { runId: string; code: string; message: string }[] };
+      expect(lifted.paused).toEqual([fresh[1]]);
+      expect(lifted.failed).toEqual([{ runId: fresh[0], code: "store_corrupt", message: expect.stringContaining(`run ${fresh[0]}: its run row fails its checksum`) }]);
+      expect((await store.getRun(fresh[1]))?.status).toBe("paused");
+      expect(await store.listHalts()).toEqual([]);
+    } finally {
+      await runtime.close();
+      await store.close();
+    }
+  });
+
   it("a truncated file (its last pages gone): verify reports the damage with exit code 5 instead of reading on", async () => {
     const { path } = await storeWithRuns();
     const pageSize = 8192;

@@ -14,6 +14,7 @@ import type {
   PruneOptions,
   PruneReport,
   RunFilter,
+  RunRef,
   RunStorage,
   RunRecord,
   RunUpdate,
@@ -245,29 +246,14 @@ export class SqliteStore implements Store {
   }
 
   async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.status?.length) {
-      where.push(`status IN (${filter.status.map(() => "?").join(", ")})`);
-      params.push(...filter.status);
-    }
-    if (filter.agent) {
-      where.push("agent = ?");
-      params.push(filter.agent);
-    }
-    if (filter.statusReason !== undefined) {
-      where.push("json_extract(doc, '$.statusReason') = ?");
-      params.push(filter.statusReason);
-    }
-    if (filter.updatedAfter !== undefined) {
-      // The indexed bucket is the time rounded up, so it narrows to a superset; the record's own time decides.
-      where.push("updated_bucket > ? AND json_extract(doc, '$.updatedAt') > ?");
-      params.push(filter.updatedAfter, filter.updatedAfter);
-    }
-    where.push("status != 'pruned'");
-    const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id LIMIT ?`;
-    params.push(filter.limit ?? 100);
-    return (this.db.prepare(sql).all(...params) as StoredRunRow[]).map((row) => this.recordOf(row));
+    const { where, params } = runsWhere(filter);
+    const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`;
+    return (this.db.prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[]).map((row) => this.recordOf(row));
+  }
+
+  async listRunRefs(filter: RunFilter = {}): Promise<RunRef[]> {
+    const { where, params } = runsWhere(filter);
+    return this.db.prepare(`SELECT id, agent FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`).all(...params, filter.limit ?? 100) as RunRef[];
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
@@ -772,3 +758,28 @@ type StoredRow = ChecksummedRow & { crc: number | null };
 /** A journal entry that carries a snapshot. */
 type StoredSnapshotRow = SnapshotRow & StoredRow;
 
+
+/** The WHERE clause of a listing of runs (never a pruned one's leftover row) and its parameters. */
+function runsWhere(filter: RunFilter): { where: string; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (filter.status?.length) {
+    where.push(`status IN (${filter.status.map(() => "?").join(", ")})`);
+    params.push(...filter.status);
+  }
+  if (filter.agent) {
+    where.push("agent = ?");
+    params.push(filter.agent);
+  }
+  if (filter.statusReason !== undefined) {
+    where.push("json_extract(doc, '$.statusReason') = ?");
+    params.push(filter.statusReason);
+  }
+  if (filter.updatedAfter !== undefined) {
+    // The indexed bucket is the time rounded up, so it narrows to a superset; the record's own time decides.
+    where.push("updated_bucket > ? AND json_extract(doc, '$.updatedAt') > ?");
+    params.push(filter.updatedAfter, filter.updatedAfter);
+  }
+  where.push("status != 'pruned'");
+  return { where: where.join(" AND "), params };
+}

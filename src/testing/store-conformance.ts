@@ -3,7 +3,7 @@ import { TetherError } from "../engine/errors.js";
 import type { JsonObject } from "../engine/json.js";
 import { restoreState, SnapshotWriter } from "../engine/snapshot.js";
 import type { AgentState } from "../engine/state.js";
-import type { CommandRecord, EffectWrite, JournalInput, NewRun, RunRecord, Store } from "../engine/store.js";
+import type { CommandRecord, EffectWrite, JournalInput, NewRun, RunFilter, RunRecord, Store } from "../engine/store.js";
 
 export interface StoreUnderTest {
   store: Store;
@@ -138,22 +138,28 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(await store.getRun(run.id)).toMatchObject({ step: 1, statusReason: "checked", usage: run.usage });
       });
 
-      it("lists runs newest first, filtered by status, agent, updatedAfter and limit", async () => {
+      it("lists runs newest first, filtered by status, agent, updatedAfter and limit; their ids and agents alike", async () => {
+        // The ids of the runs a filter lists; the listing of ids and agents alone names the same.
+        const listed = async (filter?: RunFilter) => {
+          const runs = await store.listRuns(filter);
+          expect(await store.listRunRefs(filter)).toEqual(runs.map((r) => ({ id: r.id, agent: r.agent })));
+          return runs.map((r) => r.id);
+        };
         const a = (await create({ agent: "agent-a" })).run;
         const b = (await create({ agent: "agent-b" })).run;
         const c = (await create({ agent: "agent-a" })).run;
         await store.update({ runId: b.id, set: { status: "running" }, journal: [entry("status", baseTime + 1000, { from: "queued", to: "running" })] });
-        expect((await store.listRuns()).map((r) => r.id)).toEqual([c.id, b.id, a.id]);
-        expect((await store.listRuns({ status: ["running"] })).map((r) => r.id)).toEqual([b.id]);
-        expect((await store.listRuns({ status: ["queued", "running"] })).map((r) => r.id)).toEqual([c.id, b.id, a.id]);
-        expect((await store.listRuns({ agent: "agent-a" })).map((r) => r.id)).toEqual([c.id, a.id]);
-        expect((await store.listRuns({ agent: "agent-a", status: ["running"] })).map((r) => r.id)).toEqual([]);
-        expect((await store.listRuns({ limit: 2 })).map((r) => r.id)).toEqual([c.id, b.id]);
-        expect((await store.listRuns({ updatedAfter: baseTime + 999 })).map((r) => r.id)).toEqual([b.id]);
+        expect(await listed()).toEqual([c.id, b.id, a.id]);
+        expect(await listed({ status: ["running"] })).toEqual([b.id]);
+        expect(await listed({ status: ["queued", "running"] })).toEqual([c.id, b.id, a.id]);
+        expect(await listed({ agent: "agent-a" })).toEqual([c.id, a.id]);
+        expect(await listed({ agent: "agent-a", status: ["running"] })).toEqual([]);
+        expect(await listed({ limit: 2 })).toEqual([c.id, b.id]);
+        expect(await listed({ updatedAfter: baseTime + 999 })).toEqual([b.id]);
         await store.update({ runId: a.id, set: { status: "paused", statusReason: "approval_required" }, journal: [entry("status", baseTime + 1001, { to: "paused" })] });
         await store.update({ runId: c.id, set: { status: "paused", statusReason: "paused by bob" }, journal: [entry("status", baseTime + 1002, { to: "paused" })] });
-        expect((await store.listRuns({ status: ["paused"], statusReason: "approval_required" })).map((r) => r.id)).toEqual([a.id]);
-        expect((await store.listRuns({ statusReason: "nobody" })).map((r) => r.id)).toEqual([]);
+        expect(await listed({ status: ["paused"], statusReason: "approval_required" })).toEqual([a.id]);
+        expect(await listed({ statusReason: "nobody" })).toEqual([]);
       });
     });
 
@@ -535,6 +541,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
           expect((await store.loadState(id)).messages).toHaveLength(1);
         }
         expect((await store.listRuns({ limit: 100 })).map((r) => r.id).sort()).toEqual([...kept].sort());
+        expect((await store.listRunRefs({ limit: 100 })).map((r) => r.id).sort()).toEqual([...kept].sort());
         expect(await store.prune({ before: bound })).toMatchObject({ runs: 0 });
         // A run created after a prune gets a key of its own: nothing of a pruned run shows through it.
         const after = (await create()).run;

@@ -202,7 +202,7 @@ describe("HTTP API: routes", () => {
     expect(refused.body.error.code).toBe("halted");
     const lifted = await env.call("DELETE", "/halt?agent=writer", { token: env.tokens.admin });
     expect(lifted.status).toBe(200);
-    expect(lifted.body).toEqual({ scope: "agent:writer", paused: expect.arrayContaining([id]), cancelling: [] });
+    expect(lifted.body).toEqual({ scope: "agent:writer", paused: expect.arrayContaining([id]), cancelling: [], failed: [] });
     expect((await env.runtime.get(id)).status).toBe("paused");
     expect((await env.call("GET", "/halt", { token: env.tokens.viewer })).body).toEqual({ halts: [], runs: [] });
     await env.call("POST", `/runs/${id}/cancel`, { token: env.tokens.operator });

@@ -173,6 +173,8 @@ export function OperatorPage() {
             try {
               const result = await client.halt(reason.trim(), agent || undefined);
               toast(`Halted ${result.halted.length} run${result.halted.length === 1 ? "" : "s"} (${scopeLabel(result.scope)})`, "danger");
+              // A run whose record is damaged cannot be halted; every other run is, and the person is told which.
+              if (result.failed.length) toast(`Could not halt ${result.failed.map((f) => `${f.runId} (${f.code}: ${f.message})`).join("; ")}`, "danger");
               setReason("");
               setConfirming(false);
             } catch (error) {
@@ -198,6 +200,7 @@ export function OperatorPage() {
                   try {
                     const result = await client.unhalt(lifting.scope === "*" ? undefined : lifting.scope.replace(/^agent:/, ""));
                     toast(`Halt lifted: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused${result.cancelling.length ? `, ${result.cancelling.length} cancelling again` : ""}`, "success");
+                    if (result.failed.length) toast(`Still halted: ${result.failed.map((f) => `${f.runId} (${f.code}: ${f.message})`).join("; ")}`, "danger");
                     setLifting(null);
                   } catch (error) {
                     toast(`Could not lift the halt: ${errorMessage(error)}`, "danger");

@@ -1,7 +1,18 @@
 import type { Command } from "commander";
 import { info, out, withConnection, type CliIo } from "../cli-context.js";
-import { TetherError } from "../../engine/errors.js";
+import { TetherError, type ErrorCode } from "../../engine/errors.js";
+import type { RunFailure } from "../../engine/halt-command.js";
 import { formatAge, formatBytes, parseDuration, runsTable } from "../format.js";
+
+/**
+ * Runs a halt or an unhalt could not change fail the command (the exit code of the first one's
+ * error: 5 for a damaged record) once the rest is done and printed.
+ */
+function throwIfFailed(failed: readonly RunFailure[], what: string, rest: string): void {
+  if (failed.length === 0) return;
+  const named = failed.map((f) => `${f.runId} (${f.code})`).join(", ");
+  throw new TetherError(failed[0].code as ErrorCode, `${failed.length} run${failed.length === 1 ? "" : "s"} could not be ${what}: ${named}; ${rest}`);
+}
 
 /** The kill switch: halt, unhalt (admin); and retention: prune. */
 export function haltCommands(program: Command, io: CliIo): void {
@@ -41,9 +52,13 @@ export function haltCommands(program: Command, io: CliIo): void {
           return;
         }
         const result = await client.halt({ reason: flags.reason, agent: flags.agent });
-        if (globals.json) return out(io, JSON.stringify(result));
-        out(io, `halted ${result.halted.length} run${result.halted.length === 1 ? "" : "s"} (scope ${result.scope})`);
-        info(io, `no new run of ${result.scope === "*" ? "any agent" : result.scope.slice("agent:".length)} starts until \`tether unhalt${flags.agent ? ` --agent ${flags.agent}` : ""}\``);
+        if (globals.json) out(io, JSON.stringify(result));
+        else {
+          out(io, `halted ${result.halted.length} run${result.halted.length === 1 ? "" : "s"} (scope ${result.scope})`);
+          for (const failure of result.failed) out(io, `not halted: ${failure.runId}\t${failure.code}\t${failure.message}`);
+          info(io, `no new run of ${result.scope === "*" ? "any agent" : result.scope.slice("agent:".length)} starts until \`tether unhalt${flags.agent ? ` --agent ${flags.agent}` : ""}\``);
+        }
+        throwIfFailed(result.failed, "halted", "every other run in scope is halted, and the halt is in force");
       });
     });
 
@@ -56,10 +71,14 @@ export function haltCommands(program: Command, io: CliIo): void {
     .action(async function unhalt(this: Command, flags: { agent?: string; reason?: string }) {
       await withConnection(this, {}, async ({ client }, globals) => {
         const result = await client.unhalt({ agent: flags.agent, reason: flags.reason });
-        if (globals.json) return out(io, JSON.stringify(result));
-        out(io, `lifted halt ${result.scope}: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused`);
-        for (const id of result.paused) info(io, `  tether resume ${id}`);
-        if (result.cancelling.length) out(io, `${result.cancelling.length} run${result.cancelling.length === 1 ? "" : "s"} halted while cancelling now cancelling again: ${result.cancelling.join(", ")}`);
+        if (globals.json) out(io, JSON.stringify(result));
+        else {
+          out(io, `lifted halt ${result.scope}: ${result.paused.length} run${result.paused.length === 1 ? "" : "s"} now paused`);
+          for (const id of result.paused) info(io, `  tether resume ${id}`);
+          if (result.cancelling.length) out(io, `${result.cancelling.length} run${result.cancelling.length === 1 ? "" : "s"} halted while cancelling now cancelling again: ${result.cancelling.join(", ")}`);
+          for (const failure of result.failed) out(io, `still halted: ${failure.runId}\t${failure.code}\t${failure.message}`);
+        }
+        throwIfFailed(result.failed, "taken out of the halt", "the halt is lifted, and every other run in scope is out of it");
       });
     });
 }
