@@ -2,7 +2,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { ApiClient } from "./api/client.js";
 import { ApiError, errorMessage } from "./api/api-error.js";
 import { RunsFeed } from "./api/runs-feed.js";
-import type { HaltsResponse, RunView } from "./api/types.js";
+import type { DamagedRun, HaltsResponse, RunView } from "./api/types.js";
 import { useEventStream, type StreamState } from "./api/use-event-stream.js";
 import { AppContext, type AppContextValue, type ToastTone } from "./app-context.js";
 import { OperatorPage } from "./operator/operator-page.js";
@@ -71,6 +71,7 @@ function Shell(props: { client: ApiClient; identity: Identity; onToken: (token: 
   const route = useRoute();
   const feed = useMemo(() => new RunsFeed(), []);
   const [halts, setHalts] = useState<HaltsResponse | null>(null);
+  const [damaged, setDamaged] = useState<DamagedRun[]>([]);
   const [toasts, setToasts] = useState<Toast[]>([]);
   const [loginOpen, setLoginOpen] = useState(false);
   const toastId = useRef(0);
@@ -90,7 +91,13 @@ function Shell(props: { client: ApiClient; identity: Identity; onToken: (token: 
   }, [client]);
 
   const loadRuns = useCallback(() => {
-    client.runs().then((runs) => feed.replace(runs), (error: unknown) => toast(`Could not load runs: ${errorMessage(error)}`, "danger"));
+    client.runs().then(
+      (body) => {
+        feed.replace(body.runs);
+        setDamaged(body.damaged ?? []);
+      },
+      (error: unknown) => toast(`Could not load runs: ${errorMessage(error)}`, "danger"),
+    );
     refreshHalts();
   }, [client, feed, refreshHalts, toast]);
 
@@ -153,6 +160,19 @@ function Shell(props: { client: ApiClient; identity: Identity; onToken: (token: 
             <Link href="/operator" class="halt-banner-link">
               Operator view
             </Link>
+          </div>
+        </div>
+      )}
+      {damaged.length > 0 && (
+        <div class="damaged-banner" role="alert" data-testid="damaged-banner">
+          <div class="halt-banner-inner">
+            <Icon name="shield" />
+            <strong>
+              {damaged.length} run{damaged.length === 1 ? "" : "s"} could not be read
+            </strong>
+            <span>
+              {damaged.map((run) => `${run.id} (${run.agent}, ${run.status})`).join(", ")}: a damaged record in the store, left as it is. The other runs are listed; <code>tether verify</code> names the damage.
+            </span>
           </div>
         </div>
       )}

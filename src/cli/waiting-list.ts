@@ -1,4 +1,5 @@
 import type { TetherClient } from "../client/tether-client.js";
+import type { DamagedRun } from "../engine/store.js";
 import { findWaitStart, waitingForPerson, type PersonWait } from "../engine/waiting.js";
 import type { RunView } from "../server/api-types.js";
 import { formatDuration, table } from "./format.js";
@@ -11,9 +12,9 @@ export interface WaitingRun {
 }
 
 /** Runs waiting for a person (`waitingForPerson`), oldest wait first: `tether ls --waiting`. */
-export async function waitingRuns(client: TetherClient, options: { agent?: string; limit: number }): Promise<WaitingRun[]> {
+export async function waitingRuns(client: TetherClient, options: { agent?: string; limit: number }, damaged?: DamagedRun[]): Promise<WaitingRun[]> {
   // The API lists at most 1000 runs a call, newest first.
-  const candidates = await client.list({ status: ["paused", "halted"], agent: options.agent, limit: 1000 });
+  const candidates = await client.list({ status: ["paused", "halted"], agent: options.agent, limit: 1000 }, damaged);
   const rows: WaitingRun[] = [];
   for (const run of candidates) {
     const wait = waitingForPerson(run);

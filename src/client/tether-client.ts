@@ -1,6 +1,6 @@
 import type { Budgets } from "../engine/budgets.js";
 import type { Json } from "../engine/json.js";
-import type { JournalEntry, RunStorage } from "../engine/store.js";
+import type { DamagedRun, JournalEntry, RunStorage } from "../engine/store.js";
 import type {
   AgentInfo,
   ApproveBody,
@@ -17,6 +17,7 @@ import type {
   StorageResponse,
   HaltResponse,
   HaltsResponse,
+  RunsResponse,
   HealthResponse,
   JournalPage,
   ListRunsQuery,
@@ -96,12 +97,15 @@ export class TetherClient {
     return (await this.request<{ run: RunView }>("POST", "/runs", { agent, input, ...options })).run;
   }
 
-  async list(query: ListRunsQuery = {}): Promise<RunView[]> {
+  /** The runs that match, newest first; a run whose record is damaged is left out and named in `damaged` when given, as `Runtime.list` does. */
+  async list(query: ListRunsQuery = {}, damaged?: DamagedRun[]): Promise<RunView[]> {
     const params = new URLSearchParams();
     if (query.status?.length) params.set("status", query.status.join(","));
     if (query.agent) params.set("agent", query.agent);
     if (query.limit !== undefined) params.set("limit", String(query.limit));
-    return (await this.request<{ runs: RunView[] }>("GET", `/runs${params.size ? `?${params}` : ""}`)).runs;
+    const body = await this.request<RunsResponse>("GET", `/runs${params.size ? `?${params}` : ""}`);
+    damaged?.push(...(body.damaged ?? []));
+    return body.runs;
   }
 
   async get(runId: string): Promise<RunView> {

@@ -1,7 +1,8 @@
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
 import type { LeaseHolder, ProcessProbe } from "./lease-holder.js";
-import type { JournalEntry } from "./store.js";
+import type { DamagedRun, JournalEntry } from "./store.js";
 
 /**
  * Taking back the runs of a lease holder that is gone, in one process: the first runtime is
@@ -58,6 +59,39 @@ describe("orphaned runs of a lease holder that is gone", () => {
     expect(ledger.keysOf("charge")).toEqual([`${held.id}:1`, `${held.id}:1`]);
     const journal = await journalOf(held.id);
     expect(journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data).toMatchObject({ previousWorker: "worker-a", worker: "worker-b", holderGone: true });
+  });
+
+  it("a gone holder's run whose row is damaged does not stop the others' recovery: they are taken at once and finish; it is passed over, left as it is, and named by a listing", async () => {
+    const dead = new Set<string>();
+    const ledger = new Ledger();
+    // Every charge of the first process hangs there, as if it were killed inside it.
+    let hang = true;
+    const agent = sequenceAgent({
+      name: "payer",
+      tools: [effectTool({ name: "charge", ledger, idempotent: true, afterEffect: () => (hang ? never : undefined) }), effectTool({ name: "receipt", ledger })],
+      steps: [
+        { tool: "charge", input: { id: "order-1" } },
+        { tool: "receipt", input: { id: "order-1" } },
+      ],
+    });
+    h = harness([agent], { leaseMs, processProbe: fakeProbe("first", dead) });
+    const runs = [(await h.runtime.start("payer", null)).id, (await h.runtime.start("payer", null)).id, (await h.runtime.start("payer", null)).id];
+    await waitUntil(() => ledger.executionsOf("charge") === 3);
+    await h.runtime.close();
+    // The newest run's row changed behind Tether's back (a checksummed column): its record can no longer be trusted.
+    const [damagedId, ...others] = runs.slice().reverse();
+    const raw = new Database(h.store.path);
+    raw.prepare("UPDATE runs SET created_at = created_at + 1 WHERE id = ?").run(damagedId);
+    raw.close();
+    hang = false;
+    dead.add("first");
+    const second = h.open({ leaseMs, processProbe: fakeProbe("second", dead), recoverOrphans: true });
+    for (const id of others) expect((await second.waitFor(id, ["completed", "failed", "paused"], { timeoutMs: 20_000 })).status).toBe("completed");
+    await expect(second.get(damagedId)).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: damagedId }) });
+    const damaged: DamagedRun[] = [];
+    expect((await second.list({}, damaged)).map((run) => run.id).sort()).toEqual(others.slice().sort());
+    expect(damaged).toEqual([{ id: damagedId, agent: "payer", status: "running", code: "store_corrupt", message: expect.stringContaining(`run ${damagedId}: its run row fails its checksum`) }]);
+    expect((await journalOf(damagedId)).some((e) => e.type === "recovery")).toBe(false);
   });
 
   it("a holder that is alive keeps its run; once it is gone, startWorker takes the run and the non-idempotent call in flight becomes uncertain", async () => {

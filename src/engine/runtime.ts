@@ -24,7 +24,7 @@ import { resumeRun, type ResumeOptions } from "./resume-command.js";
 import { subscribeRun, waitForRun } from "./run-subscription.js";
 import { restoreState, SnapshotWriter } from "./snapshot.js";
 import type { RunStatus } from "./status.js";
-import type { ApprovalRequest, CommandRecord, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, SteeringMessage, Store } from "./store.js";
+import type { ApprovalRequest, CommandRecord, DamagedRun, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 import { versionCompatible } from "./version-pin.js";
 import { SnapshotHandoff } from "./snapshot-handoff.js";
@@ -271,8 +271,9 @@ export class Runtime {
     return getRun(this.ctx, runId);
   }
 
-  list(filter?: RunFilter): Promise<RunRecord[]> {
-    return this.store.listRuns(filter);
+  /** The runs that match, newest first; a run whose record is damaged is passed over and named in `damaged` when given (see `Store.listRuns`). */
+  list(filter?: RunFilter, damaged?: DamagedRun[]): Promise<RunRecord[]> {
+    return this.store.listRuns(filter, damaged);
   }
 
   /** Journal entries after seq `after` (default: from the start), at most `limit`; `TetherClient.journal` takes the same options. */

@@ -409,6 +409,17 @@ export interface RunRef {
   agent: string;
 }
 
+/**
+ * A run a listing passed over: its row is there, but its record fails its checksum. Named from
+ * the row's own columns; nothing of it was changed or deleted (`tether verify` names the damage).
+ */
+export interface DamagedRun extends RunRef {
+  /** The status in the row's own column (the record itself cannot be trusted). */
+  status: string;
+  code: "store_corrupt";
+  message: string;
+}
+
 /** What a run takes in the store: its rows and their bytes (the data, not the database's own overhead). */
 export interface RunStorage {
   journalEntries: number;
@@ -451,11 +462,17 @@ export interface Store {
 
   createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord>;
   getRun(runId: string): Promise<RunRecord | undefined>;
-  listRuns(filter?: RunFilter): Promise<RunRecord[]>;
+  /**
+   * The runs that match, newest first. A row whose record fails its checksum is passed over, as
+   * `findClaimable` passes it over: one damaged run must not hide every other run from a listing,
+   * nor stop a sweep (orphan recovery, approval deadlines) from reaching them. It is named in
+   * `damaged` when the caller gives that array; reading it alone (`getRun`) is refused.
+   */
+  listRuns(filter?: RunFilter, damaged?: DamagedRun[]): Promise<RunRecord[]>;
   /**
    * The id and agent of each run `listRuns` would return, in its order, read from the row's own
    * columns without its record: a run whose record is damaged is listed too (the kill switch
-   * halts every other run and names it, where a listing of records is refused as a whole).
+   * halts every other run and names it).
    */
   listRunRefs(filter?: RunFilter): Promise<RunRef[]>;
   /** Atomic: check expectations, then apply every part of the update, or nothing. */

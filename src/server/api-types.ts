@@ -4,7 +4,7 @@ import type { Json, JsonObject } from "../engine/json.js";
 import type { CancelPreview } from "../engine/runtime.js";
 import type { AgentState } from "../engine/state.js";
 import type { RunStatus } from "../engine/status.js";
-import type { ApiTokenRecord, ApprovalRequest, HaltRecord, JournalEntry, PruneReport, RunRecord, RunStorage } from "../engine/store.js";
+import type { ApiTokenRecord, ApprovalRequest, DamagedRun, HaltRecord, JournalEntry, PruneReport, RunRecord, RunStorage } from "../engine/store.js";
 import type { WorkerWait } from "../engine/worker-wait.js";
 
 /** The wire shapes of the HTTP API (docs/http-api.md), shared by the server and the typed client. */
@@ -159,6 +159,15 @@ export interface HaltBody {
 export interface HaltsResponse {
   halts: HaltRecord[];
   runs: RunView[];
+  /** Halted runs whose record is damaged (`store_corrupt`), named from their rows' own columns; `runs` lists the others. */
+  damaged: DamagedRun[];
+}
+
+/** `GET /runs`: the runs that match, newest first, and those of them whose record is damaged. */
+export interface RunsResponse {
+  runs: RunView[];
+  /** Matching runs whose record fails its checksum (`store_corrupt`), named from their rows' own columns; nothing of them was changed, and `runs` lists every other one. */
+  damaged: DamagedRun[];
 }
 
 export interface HaltResponse {

@@ -49,7 +49,7 @@ export const routeDocs: RouteDoc[] = [
       { name: "agent", description: "only this agent's runs", schema: { type: "string" } },
       { name: "limit", description: "at most this many (1-1000, default 100)", schema: { type: "integer", minimum: 1, maximum: 1000 } },
     ],
-    success: { status: 200, description: "{ runs: RunView[] }" },
+    success: { status: 200, description: "{ runs: RunView[], damaged: [{ id, agent, status, code, message }] }: a matching run whose record fails its checksum is left out of runs and named in damaged" },
   },
   { method: "post", path: "/runs", summary: "Start a run", role: "operator", body: startBodySchema, success: { status: 201, description: "{ run: RunView }" }, errors: ["unknown_agent", "unknown_model", "halted"] },
   { method: "get", path: "/runs/{id}", summary: "One run", role: "viewer", success: { status: 200, description: "{ run: RunView }" }, errors: ["run_not_found"] },
@@ -118,7 +118,7 @@ export const routeDocs: RouteDoc[] = [
     body: pruneBodySchema,
     success: { status: 200, description: "{ runs, journalEntries, messages, bytes, batches, before, dryRun }" },
   },
-  { method: "get", path: "/halt", summary: "The halts in force", role: "viewer", success: { status: 200, description: "{ halts }" } },
+  { method: "get", path: "/halt", summary: "The halts in force", role: "viewer", success: { status: 200, description: "{ halts, runs: RunView[] (halted), damaged: [{ id, agent, status, code, message }] (halted runs whose record fails its checksum) }" } },
   { method: "post", path: "/halt", summary: "Halt every run, or one agent's (the kill switch)", role: "admin", body: haltBodySchema, success: { status: 200, description: "{ scope, halted, failed: [{ runId, code, message }] }: every run in scope is halted but those named in failed" } },
   {
     method: "delete",

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import pg from "pg";
 import { Runtime } from "../engine/runtime.js";
+import type { DamagedRun } from "../engine/store.js";
 import { ModelRegistry } from "../models/model-registry.js";
 import { effectTool, Ledger, sequenceAgent } from "../testing/index.js";
 import { tempPostgres, type TempPostgres } from "../testing/temp-postgres.js";
@@ -134,7 +135,7 @@ describe("checksummed rows (PostgreSQL)", () => {
     expect((await store.loadState(paused)).head.step).toBeGreaterThanOrEqual(2);
   });
 
-  it("a byte changed in a completed run's record (still valid JSON: its output 6 reads 7): get refused with store_corrupt naming the run row; nothing deleted; the other runs read, the paused one resumes", async () => {
+  it("a byte changed in a completed run's record (still valid JSON: its output 6 reads 7): get refused with store_corrupt naming the run row; a listing names it and shows the other runs; nothing deleted; the other runs read, the paused one resumes", async () => {
     const { done, paused } = await storeWithRuns();
     const { doc } = (await sql("SELECT doc FROM S.runs WHERE id = $1", [done[0]])).rows[0] as { doc: string };
     const digit = doc.indexOf('"output":6') + '"output":'.length;
@@ -147,7 +148,10 @@ describe("checksummed rows (PostgreSQL)", () => {
     try {
       await expect(store.getRun(done[0])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[0] }) });
       await expect(store.getRun(done[0])).rejects.toThrow(`run ${done[0]}: its run row fails its checksum`);
-      await expect(store.listRuns()).rejects.toMatchObject({ code: "store_corrupt" });
+      // A listing passes over it, never showing the altered record, names it, and lists the other runs.
+      const damaged: DamagedRun[] = [];
+      expect((await store.listRuns({}, damaged)).map((r) => r.id).sort()).toEqual([done[1], paused].sort());
+      expect(damaged).toEqual([{ id: done[0], agent: "steps", status: "completed", code: "store_corrupt", message: expect.stringContaining(`run ${done[0]}: its run row fails its checksum`) }]);
       // An update of it is refused too, and writes nothing.
       await expect(store.update({ runId: done[0], set: { statusReason: "x" } })).rejects.toMatchObject({ code: "store_corrupt" });
       expect(JSON.parse((await sql("SELECT doc FROM S.runs WHERE id = $1", [done[0]])).rows[0].doc).output).toBe(7);

@@ -5,6 +5,7 @@ import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-rec
 import type {
   ApiTokenRecord,
   CommandRecord,
+  DamagedRun,
   EffectRecord,
   EffectWrite,
   HaltRecord,
@@ -24,6 +25,7 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
+import { intactRecords } from "./damaged-runs.js";
 import {
   migrate,
   pgChecksummedColumns,
@@ -263,11 +265,11 @@ export class PostgresStore implements Store {
     if (this.cache.size > maxCachedRuns) this.cache.delete(this.cache.keys().next().value as string);
   }
 
-  async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+  async listRuns(filter: RunFilter = {}, damaged?: DamagedRun[]): Promise<RunRecord[]> {
     const { where, params } = runsWhere(filter);
     params.push(filter.limit ?? 100);
     const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where} ORDER BY created_at DESC, id LIMIT $${params.length}`;
-    return (await this.query<StoredRunRow>(sql, params)).rows.map((row) => JSON.parse(this.intactRow(row).doc) as RunRecord);
+    return intactRecords((await this.query<StoredRunRow>(sql, params)).rows, (row) => JSON.parse(this.intactRow(row).doc) as RunRecord, damaged);
   }
 
   async listRunRefs(filter: RunFilter = {}): Promise<RunRef[]> {

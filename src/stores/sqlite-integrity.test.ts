@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runCli } from "../cli/program.js";
 import { Runtime } from "../engine/runtime.js";
 import { restoreState } from "../engine/snapshot.js";
+import type { DamagedRun } from "../engine/store.js";
 import { ModelRegistry } from "../models/model-registry.js";
 import { effectTool, Ledger, sequenceAgent } from "../testing/index.js";
 import { perRun } from "./sqlite-schema.js";
@@ -157,7 +158,7 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     }
   });
 
-  it("a flipped byte in a completed run's record (still valid JSON: its output 6 reads 7): get is refused with store_corrupt naming the run row; verify names it (exit 5); the other runs read and the paused one resumes", async () => {
+  it("a flipped byte in a completed run's record (still valid JSON: its output 6 reads 7): get is refused with store_corrupt naming the run row; verify names it (exit 5); a listing (`tether ls`) shows the other runs and names it (exit 5); the other runs read and the paused one resumes", async () => {
     const { path, done, paused } = await storeWithRuns();
     const doc = rawRunDoc(path, done[0]);
     const digit = doc.indexOf('"output":6') + '"output":'.length;
@@ -171,14 +172,27 @@ describe("tether verify and checksummed rows (SQLite)", () => {
     const run = await cli(["--db", path, "verify"]);
     expect(run.code).toBe(5);
     expect(run.stdout).toContain(`${done[0]}\trun row\tfails its checksum`);
+    // `tether ls` lists the other runs, names the damaged one and exits 5; --json prints the others.
+    const ls = await cli(["--db", path, "ls"]);
+    expect(ls.code).toBe(5);
+    for (const id of [done[1], paused]) expect(ls.stdout).toContain(id);
+    expect(ls.stdout).not.toContain(done[0]);
+    expect(ls.stderr).toContain(`damaged: ${done[0]}\tsteps\tcompleted\tthe store at ${path} is damaged: run ${done[0]}: its run row fails its checksum`);
+    expect(ls.stderr).toContain(`1 matching run could not be read (a damaged record): ${done[0]}; every other one is listed`);
+    const lsJson = await cli(["--db", path, "ls", "--json"]);
+    expect(lsJson.code).toBe(5);
+    expect((JSON.parse(lsJson.stdout) as { id: string }[]).map((r) => r.id).sort()).toEqual([done[1], paused].sort());
+    expect((await cli(["--db", path, "ls", "--status", "paused"])).code).toBe(0);
 
     const store = new SqliteStore({ path });
     const runtime = runtimeOn(store);
     try {
       await expect(store.getRun(done[0])).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: done[0] }) });
       await expect(store.getRun(done[0])).rejects.toThrow(`run ${done[0]}: its run row fails its checksum`);
-      // A listing that would hold it is refused too, rather than showing the altered record.
-      await expect(store.listRuns()).rejects.toMatchObject({ code: "store_corrupt" });
+      // A listing passes over it, never showing the altered record, names it, and lists the other runs.
+      const damaged: DamagedRun[] = [];
+      expect((await store.listRuns({}, damaged)).map((r) => r.id).sort()).toEqual([done[1], paused].sort());
+      expect(damaged).toEqual([{ id: done[0], agent: "steps", status: "completed", code: "store_corrupt", message: expect.stringContaining(`run ${done[0]}: its run row fails its checksum`) }]);
       // Nothing was deleted: the row is still there, as damaged as it was.
       expect(JSON.parse(rawRunDoc(path, done[0])).output).toBe(7);
       expect((await store.getRun(done[1]))?.output).toBe(6);

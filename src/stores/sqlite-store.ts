@@ -6,6 +6,7 @@ import { emptyChain, extendChain } from "../engine/snapshot.js";
 import type {
   ApiTokenRecord,
   CommandRecord,
+  DamagedRun,
   EffectRecord,
   HaltRecord,
   JournalEntry,
@@ -24,6 +25,7 @@ import type {
   StoredState,
   UpdateResult,
 } from "../engine/store.js";
+import { intactRecords } from "./damaged-runs.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { controlled, madeElsewhere } from "./control-writes.js";
@@ -245,10 +247,10 @@ export class SqliteStore implements Store {
     return JSON.parse(row.doc) as RunRecord;
   }
 
-  async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+  async listRuns(filter: RunFilter = {}, damaged?: DamagedRun[]): Promise<RunRecord[]> {
     const { where, params } = runsWhere(filter);
     const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`;
-    return (this.db.prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[]).map((row) => this.recordOf(row));
+    return intactRecords(this.db.prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[], (row) => this.recordOf(row), damaged);
   }
 
   async listRunRefs(filter: RunFilter = {}): Promise<RunRef[]> {

@@ -204,7 +204,7 @@ describe("HTTP API: routes", () => {
     expect(lifted.status).toBe(200);
     expect(lifted.body).toEqual({ scope: "agent:writer", paused: expect.arrayContaining([id]), cancelling: [], failed: [] });
     expect((await env.runtime.get(id)).status).toBe("paused");
-    expect((await env.call("GET", "/halt", { token: env.tokens.viewer })).body).toEqual({ halts: [], runs: [] });
+    expect((await env.call("GET", "/halt", { token: env.tokens.viewer })).body).toEqual({ halts: [], runs: [], damaged: [] });
     await env.call("POST", `/runs/${id}/cancel`, { token: env.tokens.operator });
   });
 

@@ -11,6 +11,7 @@ import type {
   ResolveAction,
   RunStatus,
   RunView,
+  RunsResponse,
   StateResponse,
   UnhaltResponse,
   WhoamiResponse,
@@ -61,11 +62,12 @@ export class ApiClient {
     return this.call<{ agents: AgentInfo[] }>("GET", "/agents").then((r) => r.agents);
   }
 
-  runs(options: { status?: readonly RunStatus[]; limit?: number } = {}): Promise<RunView[]> {
+  /** The runs, newest first, and those whose record is damaged (named, not listed). */
+  runs(options: { status?: readonly RunStatus[]; limit?: number } = {}): Promise<RunsResponse> {
     const query = new URLSearchParams();
     if (options.status?.length) query.set("status", options.status.join(","));
     query.set("limit", String(options.limit ?? 200));
-    return this.call<{ runs: RunView[] }>("GET", `/runs?${query}`).then((r) => r.runs);
+    return this.call<RunsResponse>("GET", `/runs?${query}`);
   }
 
   run(id: string): Promise<RunView> {

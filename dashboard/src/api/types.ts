@@ -14,6 +14,7 @@ export type {
   ResolveAction,
   Role,
   RunView,
+  RunsResponse,
   StateResponse,
   UnhaltResponse,
 } from "../../../src/server/api-types.js";
@@ -21,7 +22,7 @@ export type { Budgets } from "../../../src/engine/budgets.js";
 export type { Json, JsonObject } from "../../../src/engine/json.js";
 export type { AgentState, Message } from "../../../src/engine/state.js";
 export type { RunStatus } from "../../../src/engine/status.js";
-export type { ApprovalRequest, CancelReport, HaltRecord, JournalEntry, JournalType, WaitingFor } from "../../../src/engine/store.js";
+export type { ApprovalRequest, CancelReport, DamagedRun, HaltRecord, JournalEntry, JournalType, WaitingFor } from "../../../src/engine/store.js";
 export type { Usage } from "../../../src/engine/usage.js";
 
 /** `GET /api/v1/whoami`, when the server has it. */

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { info, out, withConnection, type CliIo } from "../cli-context.js";
+import { throwIfDamaged } from "../damaged-runs.js";
 import { TetherError, type ErrorCode } from "../../engine/errors.js";
 import type { RunFailure } from "../../engine/halt-command.js";
 import { formatAge, formatBytes, parseDuration, runsTable } from "../format.js";
@@ -45,11 +46,13 @@ export function haltCommands(program: Command, io: CliIo): void {
       await withConnection(this, {}, async ({ client }, globals) => {
         if (flags.list) {
           const halts = await client.halts();
-          if (globals.json) return out(io, JSON.stringify(halts));
-          if (halts.halts.length === 0) out(io, "no halt in force");
-          for (const h of halts.halts) out(io, `halt ${h.scope} by ${h.actor}${h.reason ? ` (${h.reason})` : ""}, ${formatAge(h.at, Date.now())}`);
-          if (halts.runs.length) out(io, runsTable(halts.runs, Date.now()));
-          return;
+          if (globals.json) out(io, JSON.stringify(halts));
+          else {
+            if (halts.halts.length === 0) out(io, "no halt in force");
+            for (const h of halts.halts) out(io, `halt ${h.scope} by ${h.actor}${h.reason ? ` (${h.reason})` : ""}, ${formatAge(h.at, Date.now())}`);
+            if (halts.runs.length) out(io, runsTable(halts.runs, Date.now()));
+          }
+          return throwIfDamaged(io, halts.damaged ?? []);
         }
         const result = await client.halt({ reason: flags.reason, agent: flags.agent });
         if (globals.json) out(io, JSON.stringify(result));

@@ -1,7 +1,9 @@
 import type { Command } from "commander";
 import type { Json } from "../../engine/json.js";
+import type { DamagedRun } from "../../engine/store.js";
 import { attach, followLogs } from "../attach.js";
 import { addBudgetOptions, budgetsFrom, info, integer, jsonArgument, out, parseStatusList, withConnection, type BudgetFlags, type CliIo } from "../cli-context.js";
+import { throwIfDamaged } from "../damaged-runs.js";
 import { UsageError } from "../exit-codes.js";
 import { runsTable, showRun, table } from "../format.js";
 import { LogPrinter } from "../log-printer.js";
@@ -45,13 +47,15 @@ export function runCommands(program: Command, io: CliIo): void {
     .action(async function ls(this: Command, flags: { status?: string; agent?: string; limit: number; waiting?: boolean }) {
       if (flags.waiting && flags.status) throw new UsageError("--waiting lists paused and halted runs by why they wait; leave out --status");
       await withConnection(this, {}, async ({ client }, globals) => {
+        const damaged: DamagedRun[] = [];
         if (flags.waiting) {
-          const rows = await waitingRuns(client, { agent: flags.agent, limit: flags.limit });
+          const rows = await waitingRuns(client, { agent: flags.agent, limit: flags.limit }, damaged);
           out(io, globals.json ? JSON.stringify(rows.map(({ run, wait, since }) => ({ ...run, waiting: { ...wait, since } }))) : waitingTable(rows, Date.now()));
-          return;
+        } else {
+          const runs = await client.list({ status: flags.status ? parseStatusList(flags.status) : undefined, agent: flags.agent, limit: flags.limit }, damaged);
+          out(io, globals.json ? JSON.stringify(runs) : runsTable(runs, Date.now()));
         }
-        const runs = await client.list({ status: flags.status ? parseStatusList(flags.status) : undefined, agent: flags.agent, limit: flags.limit });
-        out(io, globals.json ? JSON.stringify(runs) : runsTable(runs, Date.now()));
+        throwIfDamaged(io, damaged);
       });
     });
 

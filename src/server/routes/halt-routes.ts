@@ -1,3 +1,4 @@
+import type { DamagedRun } from "../../engine/store.js";
 import type { HaltResponse, HaltsResponse, UnhaltResponse } from "../api-types.js";
 import { runViews } from "../run-view.js";
 import type { Api, ServerContext } from "../server-context.js";
@@ -9,8 +10,9 @@ export function haltRoutes(api: Api, ctx: ServerContext): void {
 
   api.get("/halt", ctx.guard("viewer"), async function listHalts(c) {
     const halts = await runtime.halts();
-    const runs = await runtime.list({ status: ["halted"], limit: 1000 });
-    const body: HaltsResponse = { halts, runs: await runViews(runtime, runs) };
+    const damaged: DamagedRun[] = [];
+    const runs = await runtime.list({ status: ["halted"], limit: 1000 }, damaged);
+    const body: HaltsResponse = { halts, runs: await runViews(runtime, runs), damaged };
     return c.json(body);
   });
 

@@ -1,4 +1,5 @@
-import type { JournalPage, StateResponse, StorageResponse } from "../api-types.js";
+import type { DamagedRun } from "../../engine/store.js";
+import type { JournalPage, RunsResponse, StateResponse, StorageResponse } from "../api-types.js";
 import { runView, runViews } from "../run-view.js";
 import type { Api, ServerContext } from "../server-context.js";
 import { parseIntegerParam, parseStatuses, readBody, startBodySchema } from "../validation.js";
@@ -17,8 +18,10 @@ export function runRoutes(api: Api, ctx: ServerContext): void {
     const status = parseStatuses(c.req.query("status"));
     const limit = parseIntegerParam("limit", c.req.query("limit"), { min: 1, max: 1000, fallback: 100 });
     const agent = c.req.query("agent") || undefined;
-    const runs = await runtime.list({ status, agent, limit });
-    return c.json({ runs: await runViews(runtime, runs) });
+    const damaged: DamagedRun[] = [];
+    const runs = await runtime.list({ status, agent, limit }, damaged);
+    const body: RunsResponse = { runs: await runViews(runtime, runs), damaged };
+    return c.json(body);
   });
 
   api.get("/runs/:id", ctx.guard("viewer"), async function getRun(c) {
