@@ -108,14 +108,18 @@ export class RunWatcher {
     const { store } = this.options;
     const ids = [...this.pending].filter((id) => this.runs.has(id));
     this.pending.clear();
-    try {
-      for (let i = 0; i < ids.length; i += readBatch) {
-        const batch = ids.slice(i, i + readBatch);
-        const fresh = store.getRuns ? await store.getRuns(batch) : await Promise.all(batch.map((id) => store.getRun(id)));
-        for (const run of fresh) if (run) this.runs.get(run.id)?.observe(run);
+    for (let i = 0; i < ids.length; i += readBatch) {
+      const batch = ids.slice(i, i + readBatch);
+      let fresh: (RunRecord | undefined)[];
+      try {
+        fresh = store.getRuns ? await store.getRuns(batch) : await Promise.all(batch.map((id) => store.getRun(id)));
+      } catch {
+        // One run that cannot be read (a damaged row, refused as store_corrupt) must not keep the
+        // others of its batch from their commands: each is read on its own. A run that still
+        // fails is read again at the next change or periodic check; a lost lease shows up as an epoch change.
+        fresh = await Promise.all(batch.map((id) => store.getRun(id).catch(() => undefined)));
       }
-    } catch {
-      // The next change or periodic check reads again; a lost lease shows up as an epoch change.
+      for (const run of fresh) if (run) this.runs.get(run.id)?.observe(run);
     }
   }
 

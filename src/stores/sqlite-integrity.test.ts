@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { runCli } from "../cli/program.js";
 import { Runtime } from "../engine/runtime.js";
 import { restoreState } from "../engine/snapshot.js";
@@ -271,6 +271,37 @@ describe("tether verify and checksummed rows (SQLite)", () => {
       expect(await store.listHalts()).toEqual([]);
     } finally {
       await runtime.close();
+      await store.close();
+    }
+  });
+
+  it("an executing run's record damaged (its version moved on): a cancel written by another process still reaches the run executing beside it at once, and aborts its call", async () => {
+    dir = mkdtempSync(join(tmpdir(), "tether-integrity-"));
+    const path = join(dir, "tether.db");
+    const waits = new Ledger();
+    const slow = sequenceAgent({ name: "slow", tools: [effectTool({ name: "wait", ledger: waits, durationMs: 20_000, abortable: true })], steps: [{ tool: "wait", input: { id: "w" } }] });
+    const store = new SqliteStore({ path });
+    const worker = new Runtime({ agents: [slow], store, resolveModel: new ModelRegistry().resolver, workerPollMs: 10, leaseMs: 60_000 });
+    const other = new SqliteStore({ path });
+    const controller = new Runtime({ agents: [slow], store: other, resolveModel: new ModelRegistry().resolver, worker: false });
+    try {
+      worker.startWorker();
+      const [damagedId, id] = [(await worker.start("slow", null)).id, (await worker.start("slow", null)).id];
+      await vi.waitFor(() => expect(waits.executionsOf("wait")).toBe(2), { timeout: 10_000 });
+      // Its version moved on behind Tether's back: the worker's watcher sees it changed, and cannot read it.
+      const raw = new Database(path);
+      raw.prepare("UPDATE runs SET doc = json_set(doc, '$.version', json_extract(doc, '$.version') + 100) WHERE id = ?").run(damagedId);
+      raw.close();
+      await expect(store.getRun(damagedId)).rejects.toMatchObject({ code: "store_corrupt" });
+      const asked = Date.now();
+      await controller.cancel(id, { actor: "test" });
+      expect((await worker.waitFor(id, ["cancelled"], { timeoutMs: 10_000 })).status).toBe("cancelled");
+      // The call was aborted, not waited out (it takes 20 s).
+      expect(Date.now() - asked).toBeLessThan(10_000);
+    } finally {
+      await controller.close();
+      await other.close();
+      await worker.close();
       await store.close();
     }
   });
