@@ -1,17 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TetherClient } from "../../src/client/tether-client.js";
-import { Runtime } from "../../src/engine/runtime.js";
-import { ModelRegistry } from "../../src/models/model-registry.js";
-import type { RunView } from "../../src/server/api-types.js";
-import { startServer, type RunningServer } from "../../src/server/serve.js";
-import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { approvalAgent, fixtureAgents, type FixtureLog } from "../server/fixture-agents.js";
 import { root } from "./serve-child.js";
-import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runStatus, until } from "./browser-harness.js";
+import { type DashboardServer, openDashboard, runBrowserSuites, runStatus, startDashboardServer } from "./browser-harness.js";
 
 /**
  * Approvals in a real browser: a run paused before calls that need a person's approval shows
@@ -20,50 +11,23 @@ import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runSta
  * is another runtime on the same store.
  */
 
-let dir: string;
-let store: SqliteStore;
-let control: Runtime;
-let worker: Runtime;
-let server: RunningServer;
-let browser: Browser;
-let client: TetherClient;
+let f: DashboardServer;
 const log: FixtureLog = { executed: [], compensated: [] };
 /** `npm run screenshots` refreshes docs/screenshots; otherwise the picture goes to the test's folder. */
-const screenshots = () => (process.env.TETHER_SCREENSHOTS ? resolve(root, process.env.TETHER_SCREENSHOTS) : dir);
-
-async function waitForStatus(runId: string, statuses: RunView["status"][], timeoutMs = 20_000): Promise<RunView> {
-  return until(`run ${runId} to be ${statuses.join(" or ")}`, async () => {
-    const run = await client.get(runId);
-    return statuses.includes(run.status) ? run : undefined;
-  }, timeoutMs);
-}
+const screenshots = () => (process.env.TETHER_SCREENSHOTS ? resolve(root, process.env.TETHER_SCREENSHOTS) : f.dir);
 
 describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tether-dashboard-approval-"));
-    await buildDashboard(join(dir, "dashboard"));
-    store = new SqliteStore({ path: join(dir, "tether.db") });
-    control = new Runtime({ store, agents: [...fixtureAgents(), approvalAgent()], resolveModel: new ModelRegistry().resolver, worker: false });
-    worker = new Runtime({ store, agents: [...fixtureAgents(), approvalAgent(log)], resolveModel: new ModelRegistry().resolver, workerPollMs: 50 });
-    worker.startWorker();
-    server = await startServer({ runtime: control, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
-    client = new TetherClient({ baseUrl: server.url });
-    browser = await launchChromium();
+    f = await startDashboardServer("dashboard-approval", { agents: [...fixtureAgents(), approvalAgent()], worker: false });
+    f.worker({ agents: [...fixtureAgents(), approvalAgent(log)], workerPollMs: 50 });
   }, 90_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    await worker?.close();
-    await control?.close();
-    await store?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => f?.close());
 
   it("shows each pending call with its arguments; Approve one, Reject the other with a note; the run continues after both", async () => {
-    const run = await client.start("payer", "pay two suppliers");
-    await waitForStatus(run.id, ["paused"]);
-    const opened = await openDashboard(browser, `${server.url}/runs/${run.id}`, "admin");
+    const run = await f.client.start("payer", "pay two suppliers");
+    await f.waitForStatus(run.id, ["paused"]);
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${run.id}`, "admin");
     const { page } = opened;
     const panel = page.locator("[data-testid=approval-panel]");
     await expect.poll(() => panel.innerText(), { timeout: 10_000 }).toContain("2 calls wait for your approval");
@@ -79,7 +43,7 @@ describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
     await first.locator("[data-testid=approve]").click();
     await expect.poll(() => first.locator("[data-testid=approval-decision]").innerText(), { timeout: 10_000 }).toContain("approved by");
     // One call still waits: nothing runs.
-    expect((await client.get(run.id)).status).toBe("paused");
+    expect((await f.client.get(run.id)).status).toBe("paused");
     expect(log.executed).toEqual([]);
 
     await second.locator("[data-testid=reject]").click();
@@ -87,7 +51,7 @@ describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
     await second.locator("[data-testid=reject-confirm]").click();
     await expect.poll(() => runStatus(page).innerText(), { timeout: 15_000 }).toMatch(/completed/i);
     expect(log.executed.map((l) => l.split(" ").slice(0, 3).join(" "))).toEqual(["send_payment acme 120"]);
-    const decided = (await client.journalAll(run.id)).filter((e) => e.type === "approval.decided").map((e) => [e.callSeq, e.data.decision, e.data.note]);
+    const decided = (await f.client.journalAll(run.id)).filter((e) => e.type === "approval.decided").map((e) => [e.callSeq, e.data.decision, e.data.note]);
     expect(decided).toEqual([
       [2, "approved", null],
       [3, "rejected", "globex is not a supplier"],
@@ -97,9 +61,9 @@ describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
 
   it("Edit changes the arguments before approving: the tool sees the edited ones and the journal keeps both", async () => {
     log.executed.length = 0;
-    const run = await client.start("payer", "pay acme");
-    await waitForStatus(run.id, ["paused"]);
-    const opened = await openDashboard(browser, `${server.url}/runs/${run.id}`, "admin");
+    const run = await f.client.start("payer", "pay acme");
+    await f.waitForStatus(run.id, ["paused"]);
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${run.id}`, "admin");
     const { page } = opened;
     const call = page.locator("[data-testid=approval-2]");
     await expect.poll(() => call.count(), { timeout: 10_000 }).toBe(1);
@@ -108,7 +72,7 @@ describe.skipIf(!runBrowserSuites)("dashboard: approvals (browser)", () => {
     await call.locator("[data-testid=approve-edited]").click();
     await expect.poll(() => runStatus(page).innerText(), { timeout: 15_000 }).toMatch(/completed/i);
     expect(log.executed.map((l) => l.split(" ").slice(0, 3).join(" "))).toEqual(["send_payment acme 42"]);
-    const [decision] = (await client.journalAll(run.id)).filter((e) => e.type === "approval.decided");
+    const [decision] = (await f.client.journalAll(run.id)).filter((e) => e.type === "approval.decided");
     expect(decision.data).toMatchObject({ proposed: { to: "acme", amount: 120 }, approved: { to: "acme", amount: 42 }, edited: true, actor: expect.any(String) });
     await opened.close();
   }, 90_000);

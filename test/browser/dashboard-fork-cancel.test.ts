@@ -1,65 +1,31 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TetherClient } from "../../src/client/tether-client.js";
-import { Runtime } from "../../src/engine/runtime.js";
-import { ModelRegistry } from "../../src/models/model-registry.js";
-import type { RunView } from "../../src/server/api-types.js";
-import { startServer, type RunningServer } from "../../src/server/serve.js";
-import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { Ledger } from "../../src/testing/index.js";
 import { forkyAgent } from "../server/fixture-agents.js";
-import { buildDashboard, launchChromium, openDashboard, runBrowserSuites, until } from "./browser-harness.js";
+import { type DashboardServer, openDashboard, runBrowserSuites, startDashboardServer } from "./browser-harness.js";
 
 /**
  * The cancel dialog of a run whose effects a live fork inherited: it names the fork and the
  * effects, waits for a choice (keep them, or undo them anyway), and the report shows what was kept.
  */
 
-let dir: string;
-let store: SqliteStore;
-let runtime: Runtime;
-let server: RunningServer;
-let browser: Browser;
-let client: TetherClient;
+let f: DashboardServer;
 const ledger = new Ledger();
-
-async function waitForStatus(runId: string, statuses: RunView["status"][], timeoutMs = 20_000): Promise<RunView> {
-  return until(`run ${runId} to be ${statuses.join(" or ")}`, async () => {
-    const run = await client.get(runId);
-    return statuses.includes(run.status) ? run : undefined;
-  }, timeoutMs);
-}
 
 describe.skipIf(!runBrowserSuites)("dashboard: cancelling a run a live fork inherited effects from (browser)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tether-dashboard-fork-cancel-"));
-    await buildDashboard(join(dir, "dashboard"));
-    store = new SqliteStore({ path: join(dir, "tether.db") });
-    runtime = new Runtime({ store, agents: [forkyAgent(ledger)], resolveModel: new ModelRegistry().resolver, workerPollMs: 50 });
-    runtime.startWorker();
-    server = await startServer({ runtime, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
-    client = new TetherClient({ baseUrl: server.url });
-    browser = await launchChromium();
+    f = await startDashboardServer("dashboard-fork-cancel", { agents: [forkyAgent(ledger)], workerPollMs: 50 });
+    f.runtime.startWorker();
   }, 90_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    await runtime?.close();
-    await store?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => f?.close());
 
   it("names the fork and the effects it inherited, waits for a choice; keep undoes only the rest and the report lists the kept ones", async () => {
-    const source = await client.start("forky", null);
-    await waitForStatus(source.id, ["paused"]);
-    const fork = await client.fork(source.id, { fromStep: 2 });
-    await waitForStatus(fork.id, ["paused"]);
+    const source = await f.client.start("forky", null);
+    await f.waitForStatus(source.id, ["paused"]);
+    const fork = await f.client.fork(source.id, { fromStep: 2 });
+    await f.waitForStatus(fork.id, ["paused"]);
 
-    const opened = await openDashboard(browser, `${server.url}/runs/${source.id}`, "admin");
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${source.id}`, "admin");
     const { page } = opened;
     await page.click("[data-testid=cancel]");
     const dialog = page.locator("[data-testid=cancel-dialog]");
@@ -83,17 +49,17 @@ describe.skipIf(!runBrowserSuites)("dashboard: cancelling a run a live fork inhe
     await expect.poll(() => dialog.locator("[data-testid=cancel-done]").count(), { timeout: 30_000 }).toBe(1);
     expect(await dialog.locator("[data-testid=cancel-done]").innerText()).toContain("except 2 kept for the forks");
     expect(ledger.compensations.map((c) => c.input.id)).toEqual(["c"]);
-    const cancelled = await client.get(source.id);
+    const cancelled = await f.client.get(source.id);
     expect(cancelled.report?.kept?.map((k) => [k.callSeq, k.forks])).toEqual([
       [2, [fork.id]],
       [1, [fork.id]],
     ]);
-    const journal = await client.journalAll(source.id);
+    const journal = await f.client.journalAll(source.id);
     expect(journal.find((e) => e.type === "control" && e.data.command === "cancel")?.data).toMatchObject({ inherited: "keep", actor: "anonymous" });
 
     await page.keyboard.press("Escape");
     await expect.poll(() => page.locator("[data-testid=report-kept]").innerText(), { timeout: 10_000 }).toContain(`inherited by ${fork.id}`);
-    expect((await client.get(fork.id)).status).toBe("paused");
+    expect((await f.client.get(fork.id)).status).toBe("paused");
     await opened.close();
   }, 90_000);
 });

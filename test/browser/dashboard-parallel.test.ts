@@ -1,18 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { toolLoopAgent } from "../../src/agents/tool-loop-agent.js";
-import { TetherClient } from "../../src/client/tether-client.js";
-import { Runtime } from "../../src/engine/runtime.js";
 import { tool } from "../../src/engine/tool.js";
 import { SimulatedModel } from "../../src/models/simulated-model.js";
-import { ModelRegistry } from "../../src/models/model-registry.js";
-import { startServer, type RunningServer } from "../../src/server/serve.js";
-import { SqliteStore } from "../../src/stores/sqlite-store.js";
-import { buildDashboard, launchChromium, openDashboard, runBrowserSuites, until } from "./browser-harness.js";
+import { type DashboardServer, openDashboard, runBrowserSuites, startDashboardServer, until } from "./browser-harness.js";
 
 /**
  * A run with several tool calls in flight at once (one model turn's calls, `parallelToolCalls`):
@@ -20,12 +11,7 @@ import { buildDashboard, launchChromium, openDashboard, runBrowserSuites, until 
  * pausing panel names the call it waits for.
  */
 
-let dir: string;
-let store: SqliteStore;
-let runtime: Runtime;
-let server: RunningServer;
-let browser: Browser;
-let client: TetherClient;
+let f: DashboardServer;
 let releaseArchive: () => void = () => undefined;
 
 const sleep = (ms: number, signal?: AbortSignal) =>
@@ -51,28 +37,18 @@ const agent = toolLoopAgent({
 
 describe.skipIf(!runBrowserSuites)("dashboard: calls in flight at once (browser)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tether-dashboard-parallel-"));
-    await buildDashboard(join(dir, "dashboard"));
-    store = new SqliteStore({ path: join(dir, "tether.db") });
-    runtime = new Runtime({ store, agents: [agent], resolveModel: new ModelRegistry().resolver });
-    server = await startServer({ runtime, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
-    client = new TetherClient({ baseUrl: server.url });
-    browser = await launchChromium();
+    f = await startDashboardServer("dashboard-parallel", { agents: [agent] });
   }, 90_000);
 
   afterAll(async () => {
     releaseArchive();
-    await browser?.close();
-    await server?.close();
-    await runtime?.close();
-    await store?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await f?.close();
   });
 
   it("lists the calls in flight side by side, and a pause waits for the one it cannot abort", async () => {
-    const run = await client.start("fanout", "tides");
-    await until("three calls in flight", async () => ((await client.get(run.id)).inflightCalls?.length === 3 ? true : undefined));
-    const opened = await openDashboard(browser, `${server.url}/runs/${run.id}`, "admin");
+    const run = await f.client.start("fanout", "tides");
+    await until("three calls in flight", async () => ((await f.client.get(run.id)).inflightCalls?.length === 3 ? true : undefined));
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${run.id}`, "admin");
     const { page } = opened;
     const calls = page.locator("[data-testid=inflight-call]");
     await expect.poll(() => calls.allInnerTexts(), { timeout: 15_000 }).toEqual([
@@ -80,13 +56,13 @@ describe.skipIf(!runBrowserSuites)("dashboard: calls in flight at once (browser)
       expect.stringMatching(/^tool news \(call #3\)/),
       expect.stringMatching(/^tool archive \(call #4\)/),
     ]);
-    await client.pause(run.id, { reason: "check the sources" });
+    await f.client.pause(run.id, { reason: "check the sources" });
     await expect.poll(() => page.locator("[data-testid=pausing-panel]").innerText(), { timeout: 10_000 }).toContain("archive");
     // web and news are aborted: archive is the one call left, which the pausing panel shows alone.
     await expect.poll(() => calls.count(), { timeout: 10_000 }).toBe(0);
     releaseArchive();
-    await until("the run to pause", async () => ((await client.get(run.id)).status === "paused" ? true : undefined));
-    await client.cancel(run.id).catch(() => undefined);
+    await until("the run to pause", async () => ((await f.client.get(run.id)).status === "paused" ? true : undefined));
+    await f.client.cancel(run.id).catch(() => undefined);
     await opened.close();
   }, 90_000);
 });

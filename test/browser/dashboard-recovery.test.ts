@@ -1,17 +1,7 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TetherClient } from "../../src/client/tether-client.js";
-import { Runtime } from "../../src/engine/runtime.js";
-import { ModelRegistry } from "../../src/models/model-registry.js";
-import type { RunView } from "../../src/server/api-types.js";
-import { startServer, type RunningServer } from "../../src/server/serve.js";
-import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { fixtureAgents } from "../server/fixture-agents.js";
 import { OffsetClock } from "../server/helpers.js";
-import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runStatus, until } from "./browser-harness.js";
+import { type DashboardServer, openDashboard, runBrowserSuites, runStatus, startDashboardServer, until } from "./browser-harness.js";
 
 /**
  * The two refusals of resume a person has to answer, in the browser: a stale snapshot (the
@@ -21,94 +11,63 @@ import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, runSta
  * separate runtimes on the same store, as separate processes would be.
  */
 
-let dir: string;
-let store: SqliteStore;
-let control: Runtime;
-let server: RunningServer;
-let browser: Browser;
-let client: TetherClient;
+let f: DashboardServer;
 const clock = new OffsetClock();
-const workers: Runtime[] = [];
-
-function worker(): Runtime {
-  const runtime = new Runtime({ store, agents: fixtureAgents({ slowMs: 3000, tokensPerSecond: 200 }), resolveModel: new ModelRegistry().resolver, clock, leaseMs: 600, workerPollMs: 50 });
-  runtime.startWorker();
-  workers.push(runtime);
-  return runtime;
-}
-
-async function waitForStatus(runId: string, statuses: RunView["status"][], timeoutMs = 20_000): Promise<RunView> {
-  return until(`run ${runId} to be ${statuses.join(" or ")}`, async () => {
-    const run = await client.get(runId);
-    return statuses.includes(run.status) ? run : undefined;
-  }, timeoutMs);
-}
+/** A worker: another runtime on the store, as another process would be. */
+const worker = () => f.worker({ agents: fixtureAgents({ slowMs: 3000, tokensPerSecond: 200 }), clock, leaseMs: 600, workerPollMs: 50 });
 
 describe.skipIf(!runBrowserSuites)("dashboard: stale snapshots and uncertain effects (browser)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tether-dashboard-recovery-"));
-    await buildDashboard(join(dir, "dashboard"));
-    store = new SqliteStore({ path: join(dir, "tether.db") });
-    control = new Runtime({ store, agents: fixtureAgents(), resolveModel: new ModelRegistry().resolver, clock, worker: false });
-    server = await startServer({ runtime: control, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
-    client = new TetherClient({ baseUrl: server.url });
-    browser = await launchChromium();
+    f = await startDashboardServer("dashboard-recovery", { agents: fixtureAgents(), clock, worker: false });
   }, 90_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    for (const runtime of workers) await runtime.close();
-    await control?.close();
-    await store?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => f?.close());
 
   it("explains a stale snapshot, refreshes, and resumes anyway", async () => {
     worker();
-    const run = await client.start("stale", "write about staleness");
-    await waitForStatus(run.id, ["running"]);
-    await client.pause(run.id, { reason: "lunch" });
-    await waitForStatus(run.id, ["paused"]);
+    const run = await f.client.start("stale", "write about staleness");
+    await f.waitForStatus(run.id, ["running"]);
+    await f.client.pause(run.id, { reason: "lunch" });
+    await f.waitForStatus(run.id, ["paused"]);
     clock.offsetMs += 120_000;
 
-    const opened = await openDashboard(browser, `${server.url}/runs/${run.id}`, "admin");
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${run.id}`, "admin");
     const { page } = opened;
     await expect.poll(() => runStatus(page).getAttribute("data-status")).toBe("paused");
     await page.click("[data-testid=resume]");
     const panel = page.locator("[data-testid=stale-panel]");
     await expect.poll(() => panel.count(), { timeout: 10_000 }).toBe(1);
     expect(await panel.innerText()).toMatch(/snapshot is \d+ s old \(stale after 60 s\)/);
-    expect((await client.get(run.id)).status).toBe("paused");
+    expect((await f.client.get(run.id)).status).toBe("paused");
 
     await page.click("[data-testid=stale-refresh]");
     await expect.poll(() => panel.innerText()).toContain("State re-read at");
     await page.click("[data-testid=resume-anyway]");
     await expect.poll(() => panel.count(), { timeout: 10_000 }).toBe(0);
-    const resumed = await waitForStatus(run.id, ["running", "completed"]);
+    const resumed = await f.waitForStatus(run.id, ["running", "completed"]);
     expect(["running", "completed"]).toContain(resumed.status);
-    const resume = (await client.journalAll(run.id)).filter((e) => e.type === "control" && e.data.command === "resume");
+    const resume = (await f.client.journalAll(run.id)).filter((e) => e.type === "control" && e.data.command === "resume");
     expect(resume.map((e) => [e.data.outcome, e.data.force ?? false])).toEqual([
       ["refused: stale_snapshot", false],
       ["applied", true],
     ]);
     // Clean-up: the run may have completed meanwhile.
-    await client.cancel(run.id).catch(() => undefined);
+    await f.client.cancel(run.id).catch(() => undefined);
     await opened.close();
   }, 60_000);
 
   it("offers retry, skip or mark done for an uncertain effect, and continues with the person's result", async () => {
-    for (const runtime of workers.splice(0)) await runtime.close();
+    await f.closeWorkers();
     const first = worker();
-    const run = await client.start("slow", "look it up");
-    await until("slow_lookup to be in flight", async () => (await client.journalAll(run.id)).some((e) => e.type === "call.started" && e.data.name === "slow_lookup"));
+    const run = await f.client.start("slow", "look it up");
+    await until("slow_lookup to be in flight", async () => (await f.client.journalAll(run.id)).some((e) => e.type === "call.started" && e.data.name === "slow_lookup"));
     // The worker goes away in the middle of a tool that may or may not have happened.
     await first.close();
     worker();
-    const paused = await waitForStatus(run.id, ["paused"]);
+    const paused = await f.waitForStatus(run.id, ["paused"]);
     expect(paused.statusReason).toBe("uncertain_effect");
 
-    const opened = await openDashboard(browser, `${server.url}/runs/${run.id}`, "admin");
+    const opened = await openDashboard(f.browser, `${f.server.url}/runs/${run.id}`, "admin");
     const { page } = opened;
     const panel = page.locator("[data-testid=uncertain-panel]");
     await expect.poll(() => panel.count(), { timeout: 10_000 }).toBe(1);
@@ -120,11 +79,11 @@ describe.skipIf(!runBrowserSuites)("dashboard: stale snapshots and uncertain eff
     await page.click("[data-testid=resolve-done]");
     await page.fill("[data-testid=uncertain-panel] textarea", '{"answer": "a person looked it up"}');
     await page.click("text=Mark done and resume");
-    await waitForStatus(run.id, ["completed"]);
+    await f.waitForStatus(run.id, ["completed"]);
     await expect.poll(() => runStatus(page).getAttribute("data-status"), { timeout: 10_000 }).toBe("completed");
-    const state = await client.state(run.id);
+    const state = await f.client.state(run.id);
     expect(state.state.messages.find((m) => m.role === "tool")).toMatchObject({ toolName: "slow_lookup", content: { answer: "a person looked it up" } });
-    const resolved = (await client.journalAll(run.id)).find((e) => e.type === "call.resolved");
+    const resolved = (await f.client.journalAll(run.id)).find((e) => e.type === "call.resolved");
     expect(resolved?.data).toMatchObject({ decision: "done", actor: "anonymous" });
     await expect.poll(() => uncertainCall.getAttribute("data-status")).toBe("completed");
     await opened.close();

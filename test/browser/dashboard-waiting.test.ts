@@ -1,16 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TetherClient } from "../../src/client/tether-client.js";
-import { Runtime } from "../../src/engine/runtime.js";
-import { ModelRegistry } from "../../src/models/model-registry.js";
-import type { RunView } from "../../src/server/api-types.js";
-import { startServer, type RunningServer } from "../../src/server/serve.js";
-import { SqliteStore } from "../../src/stores/sqlite-store.js";
 import { fixtureAgents } from "../server/fixture-agents.js";
-import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, until } from "./browser-harness.js";
+import { type DashboardServer, openDashboard, runBrowserSuites, startDashboardServer, until } from "./browser-harness.js";
 
 /**
  * The runs page's "Waiting for someone" filter in a real browser: the runs that wait for a
@@ -19,68 +9,37 @@ import { buildDashboard, runBrowserSuites, launchChromium, openDashboard, until 
  * The server runs in this process; workers are separate runtimes on the same store.
  */
 
-let dir: string;
-let store: SqliteStore;
-let control: Runtime;
-let server: RunningServer;
-let browser: Browser;
-let client: TetherClient;
-const workers: Runtime[] = [];
-
-function worker(): Runtime {
-  const runtime = new Runtime({ store, agents: fixtureAgents({ slowMs: 3000, tokensPerSecond: 200, rounds: 40 }), resolveModel: new ModelRegistry().resolver, leaseMs: 600, workerPollMs: 50 });
-  runtime.startWorker();
-  workers.push(runtime);
-  return runtime;
-}
-
-async function waitForStatus(runId: string, statuses: RunView["status"][], timeoutMs = 20_000): Promise<RunView> {
-  return until(`run ${runId} to be ${statuses.join(" or ")}`, async () => {
-    const run = await client.get(runId);
-    return statuses.includes(run.status) ? run : undefined;
-  }, timeoutMs);
-}
+let f: DashboardServer;
+/** A worker: another runtime on the store, as another process would be. */
+const worker = () => f.worker({ agents: fixtureAgents({ slowMs: 3000, tokensPerSecond: 200, rounds: 40 }), leaseMs: 600, workerPollMs: 50 });
 
 describe.skipIf(!runBrowserSuites)("dashboard: runs waiting for someone (browser)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tether-dashboard-waiting-"));
-    await buildDashboard(join(dir, "dashboard"));
-    store = new SqliteStore({ path: join(dir, "tether.db") });
-    control = new Runtime({ store, agents: fixtureAgents(), resolveModel: new ModelRegistry().resolver, worker: false });
-    server = await startServer({ runtime: control, port: 0, dashboardDir: join(dir, "dashboard"), heartbeatMs: 1000, auth: { mode: "open" } });
-    client = new TetherClient({ baseUrl: server.url });
-    browser = await launchChromium();
+    f = await startDashboardServer("dashboard-waiting", { agents: fixtureAgents(), worker: false });
   }, 90_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    for (const runtime of workers) await runtime.close();
-    await control?.close();
-    await store?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => f?.close());
 
   it("lists them oldest wait first with the reason and for how long; a resumed run leaves the list", async () => {
     const first = worker();
     // Oldest: a run that tripped its step budget.
-    const budget = await client.start("writer", "write until the budget ends", { budgets: { maxSteps: 2 } });
-    await waitForStatus(budget.id, ["paused"]);
+    const budget = await f.client.start("writer", "write until the budget ends", { budgets: { maxSteps: 2 } });
+    await f.waitForStatus(budget.id, ["paused"]);
     // Then a run whose worker went away in the middle of a tool that may or may not have happened.
-    const uncertain = await client.start("slow", "look it up");
-    await until("slow_lookup to be in flight", async () => (await client.journalAll(uncertain.id)).some((e) => e.type === "call.started" && e.data.name === "slow_lookup"));
+    const uncertain = await f.client.start("slow", "look it up");
+    await until("slow_lookup to be in flight", async () => (await f.client.journalAll(uncertain.id)).some((e) => e.type === "call.started" && e.data.name === "slow_lookup"));
     await first.close();
     worker();
-    expect((await waitForStatus(uncertain.id, ["paused"])).statusReason).toBe("uncertain_effect");
+    expect((await f.waitForStatus(uncertain.id, ["paused"])).statusReason).toBe("uncertain_effect");
     // Paused by a person, and running: neither waits for a person.
-    const byHand = await client.start("writer", "write slowly");
-    await waitForStatus(byHand.id, ["running"]);
-    await client.pause(byHand.id, { reason: "lunch" });
-    await waitForStatus(byHand.id, ["paused"]);
-    const running = await client.start("writer", "keep writing");
-    await waitForStatus(running.id, ["running"]);
+    const byHand = await f.client.start("writer", "write slowly");
+    await f.waitForStatus(byHand.id, ["running"]);
+    await f.client.pause(byHand.id, { reason: "lunch" });
+    await f.waitForStatus(byHand.id, ["paused"]);
+    const running = await f.client.start("writer", "keep writing");
+    await f.waitForStatus(running.id, ["running"]);
 
-    const opened = await openDashboard(browser, server.url, "admin");
+    const opened = await openDashboard(f.browser, f.server.url, "admin");
     const { page } = opened;
     const chip = page.locator("[data-filter=waiting]");
     await expect.poll(() => chip.innerText()).toMatch(/Waiting for someone\s*2/);
@@ -97,11 +56,11 @@ describe.skipIf(!runBrowserSuites)("dashboard: runs waiting for someone (browser
     await expect.poll(() => page.locator("[data-testid=wait-since]").allInnerTexts(), { timeout: 10_000 }).toEqual([expect.stringMatching(/^\d/), expect.stringMatching(/^\d/)]);
 
     // Raised and resumed, the budget run no longer waits: it leaves the list without a reload.
-    await client.resume(budget.id, { budgets: { maxSteps: 200 } });
+    await f.client.resume(budget.id, { budgets: { maxSteps: 200 } });
     await expect.poll(() => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-run-id"))), { timeout: 10_000 }).toEqual([uncertain.id]);
     await expect.poll(() => chip.innerText()).toMatch(/Waiting for someone\s*1/);
 
-    for (const id of [budget.id, uncertain.id, byHand.id, running.id]) await client.cancel(id).catch(() => undefined);
+    for (const id of [budget.id, uncertain.id, byHand.id, running.id]) await f.client.cancel(id).catch(() => undefined);
     await opened.close();
   }, 90_000);
 });
