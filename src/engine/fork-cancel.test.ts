@@ -1,3 +1,4 @@
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { effectTool, harness, Ledger, sequenceAgent, type Harness } from "../testing/index.js";
@@ -188,6 +189,19 @@ describe("cancelling a run that a live fork inherited effects from", () => {
       code: "fork_inherits_effects",
       details: { forks: [{ runId: grandchild.id, status: "paused", fromStep: 2, effects: [2, 1] }] },
     });
+  });
+
+  it("a live run of the agent whose record is damaged may be a fork that inherited the effects: the cancel is refused with store_corrupt naming it, and nothing is undone", async () => {
+    const ledger = new Ledger();
+    const { rt, source, fork } = await pausedSourceAndFork(ledger);
+    const raw = new Database(h!.store.path);
+    raw.prepare("UPDATE runs SET created_at = created_at + 1 WHERE id = ?").run(fork.id);
+    raw.close();
+    const refusal = rt.cancel(source.id, { actor: "bo" });
+    await expect(refusal).rejects.toMatchObject({ code: "store_corrupt", details: expect.objectContaining({ runId: source.id, damaged: [fork.id] }) });
+    await expect(refusal).rejects.toThrow(`cannot tell which of run ${source.id}'s effects its live forks inherited: a live run of agent writer cannot be read (${fork.id}:`);
+    expect((await rt.get(source.id)).status).toBe("paused");
+    expect(ledger.compensations).toEqual([]);
   });
 
   it("refuses an unknown choice with invalid_input", async () => {

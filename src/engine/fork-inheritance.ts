@@ -1,8 +1,8 @@
 import type { EngineContext } from "./engine-context.js";
-import type { InheritingForkDetail } from "./errors.js";
+import { TetherError, type InheritingForkDetail } from "./errors.js";
 import type { JsonObject } from "./json.js";
 import { runStatuses, terminalStatuses, type RunStatus } from "./status.js";
-import type { EffectRecord, RunRecord } from "./store.js";
+import type { DamagedRun, EffectRecord, RunRecord } from "./store.js";
 
 /** What a cancel does with effects a live fork inherited: undo them anyway, or leave them for the forks. */
 export type InheritedChoice = "compensate" | "keep";
@@ -40,7 +40,9 @@ export async function forkInheritance(ctx: EngineContext, run: RunRecord, effect
   if (effects.length === 0) return { forks: [], effects: [] };
   const runId = run.id;
   // A fork runs the same agent as its source (whatever the version), so only that agent's live runs are read.
-  const live = (await ctx.store.listRuns({ status: liveStatuses, agent: run.agent, limit: liveRunsRead })).filter((r) => r.forkedFrom !== null && r.id !== runId);
+  const damaged: DamagedRun[] = [];
+  const live = (await ctx.store.listRuns({ status: liveStatuses, agent: run.agent, limit: liveRunsRead }, damaged)).filter((r) => r.forkedFrom !== null && r.id !== runId);
+  if (damaged.length > 0) throw unreadableLiveRuns(run, damaged);
   if (live.length === 0) return { forks: [], effects: [] };
   const forks = await forksOf(ctx, runId, live);
   if (forks.length === 0) return { forks: [], effects: [] };
@@ -111,4 +113,17 @@ async function completionEntries(ctx: EngineContext, runId: string, effects: rea
     afterSeq = page[page.length - 1].seq;
   }
   return found;
+}
+
+/**
+ * A live run of the agent whose record cannot be read may be a fork that inherited the effects a
+ * cancel would undo: the cancel is refused (`store_corrupt`, naming it) rather than undo them unseen.
+ */
+function unreadableLiveRuns(run: RunRecord, damaged: readonly DamagedRun[]): TetherError<"store_corrupt"> {
+  const ids = damaged.map((d) => d.id);
+  return new TetherError(
+    "store_corrupt",
+    `cannot tell which of run ${run.id}'s effects its live forks inherited: ${ids.length === 1 ? "a live run" : "live runs"} of agent ${run.agent} cannot be read (${ids.join(", ")}: ${damaged[0].message}); nothing was undone`,
+    { location: `the live runs of agent ${run.agent}`, problem: damaged[0].message, runId: run.id, damaged: ids },
+  );
 }
