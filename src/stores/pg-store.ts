@@ -780,7 +780,7 @@ export class PostgresStore implements Store {
     );
     // A damaged row is passed over, not claimed (its record cannot be trusted) nor thrown (a worker
     // would claim no other run): it stays as it is, refused when read and named by `tether verify`.
-    return rows.filter((stored) => pgRunIntact(stored)).map((stored) => {
+    return intactRecords(rows, (stored) => {
       const row = this.intactRow(stored);
       this.remember(stored.id, row);
       return JSON.parse(row.doc) as RunRecord;

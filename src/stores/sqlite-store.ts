@@ -636,7 +636,7 @@ export class SqliteStore implements Store {
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
     // A damaged row is passed over, not claimed (its record cannot be trusted) nor thrown (a worker
     // would claim no other run): it stays as it is, refused when read and named by `tether verify`.
-    return (this.statements.claimable.all(now, limit) as StoredRunRow[]).filter((row) => sqliteRunIntact(row)).map((row) => this.recordOf(row));
+    return intactRecords(this.statements.claimable.all(now, limit) as StoredRunRow[], (row) => this.recordOf(row));
   }
 
   async runStorage(runId: string): Promise<RunStorage | undefined> {
