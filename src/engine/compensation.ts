@@ -1,7 +1,6 @@
 import type { EngineContext } from "./engine-context.js";
 import type { Json } from "./json.js";
 import { statusEntry } from "./status-entry.js";
-import type { CommandOutcomes } from "./pending-commands.js";
 import type { CancelReport, EffectRecord, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
 import type { CompensationContext } from "./tool.js";
 
@@ -15,7 +14,6 @@ export interface CancellationHost {
   releaseResources(): Promise<{ released: string[]; failed: { name: string; error: string }[] }>;
   compensationResource(name: string): unknown;
   leavingRunning(): RunPatch;
-  pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>>;
   stopSignal: AbortSignal;
 }
 
@@ -150,6 +148,6 @@ export async function runCancellation(host: CancellationHost): Promise<void> {
         ...(kept.length ? { kept: kept.length } : {}),
       }),
     ],
-    appliedCommands: await host.pendingCommands({ cancel: "applied", pause: "superseded: cancel" }),
+    settleCommands: { at: ctx.clock.now(), outcomes: { cancel: "applied", pause: "superseded: cancel" } },
   });
 }

@@ -1,6 +1,5 @@
 import { applyControl, newCommand, type ControlHost, type ControlOptions } from "./control-command.js";
 import { IllegalTransitionError, TetherError } from "./errors.js";
-import { settlePendingCommands } from "./pending-commands.js";
 import { isTerminal, type RunStatus } from "./status.js";
 import { statusEntry } from "./status-entry.js";
 import type { RunRecord } from "./store.js";
@@ -58,7 +57,7 @@ export async function haltRuns(host: ControlHost, options: ControlOptions & { ag
             },
             journal: [statusEntry(now, run.status, "halted", options.reason ?? null, { actor: command.actor })],
             // A cancel under way stays pending: lifting the halt takes the run back to cancelling, and the cancel ends applied.
-            appliedCommands: await settlePendingCommands(store, run.id, { pause: "superseded: halt" }, now),
+            settleCommands: { at: now, outcomes: { pause: "superseded: halt" } },
           },
           applied: true,
         };

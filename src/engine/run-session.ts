@@ -8,7 +8,6 @@ import type { AgentState } from "./state.js";
 import type { EffectRecord, InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate } from "./store.js";
 import type { CompensationContext } from "./tool.js";
 import { runCancellation } from "./compensation.js";
-import { settlePendingCommands, type CommandOutcomes } from "./pending-commands.js";
 import { statusEntry } from "./status-entry.js";
 
 export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
@@ -269,10 +268,6 @@ export abstract class RunSession {
     return { released, failed };
   }
 
-  protected pendingCommands(outcomes: CommandOutcomes): Promise<NonNullable<RunUpdate["appliedCommands"]>> {
-    return settlePendingCommands(this.ctx.store, this.run.id, outcomes, this.now());
-  }
-
   /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
   protected async finishPause(): Promise<boolean> {
     await this.releaseResources(true);
@@ -281,7 +276,7 @@ export abstract class RunSession {
       expect: { status: ["pausing"] },
       set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
       journal: [statusEntry(this.now(), "pausing", "paused", reason)],
-      appliedCommands: await this.pendingCommands({ pause: "applied" }),
+      settleCommands: { at: this.now(), outcomes: { pause: "applied" } },
     });
     return ok;
   }
@@ -313,7 +308,7 @@ export abstract class RunSession {
       expect: { status: [from] },
       set: { status: "failed", error: { code, message }, statusReason: code, lease: null, inflight: null, ...this.leavingRunning() },
       journal: [statusEntry(this.now(), from, "failed", code, { message })],
-      appliedCommands: await this.pendingCommands({ pause: "superseded: failed" }),
+      settleCommands: { at: this.now(), outcomes: { pause: "superseded: failed" } },
     });
   }
 
@@ -342,7 +337,6 @@ export abstract class RunSession {
       releaseResources: () => this.releaseResources(false),
       compensationResource: (name) => this.resources.peek(name),
       leavingRunning: () => this.leavingRunning(),
-      pendingCommands: (outcomes) => this.pendingCommands(outcomes),
       stopSignal: this.stopAll.signal,
     });
   }

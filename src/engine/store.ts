@@ -388,7 +388,19 @@ export interface RunUpdate {
   snapshot?: SnapshotWrite;
   effects?: EffectWrite[];
   insertCommand?: CommandRecord;
-  appliedCommands?: { id: string; appliedAt: number; outcome: string }[];
+  /**
+   * Settles the run's pending commands with the update, in its transaction: every command of the
+   * run not yet applied whose type is a key of `outcomes` is marked applied at `at` with that
+   * outcome (the move it asked for happened, or a stronger one made it moot). Nothing is read
+   * first, so a command recorded up to the moment the update commits is settled with it.
+   */
+  settleCommands?: CommandSettlement;
+}
+
+/** See `RunUpdate.settleCommands`. */
+export interface CommandSettlement {
+  at: number;
+  outcomes: Partial<Record<ControlCommandType, string>>;
 }
 
 export type UpdateResult = { ok: true; run: RunRecord; journal: JournalEntry[] } | { ok: false; run: RunRecord };

@@ -439,7 +439,7 @@ export class PostgresStore implements Store {
     // notified): the statement could only fail, so it is not sent.
     const newer = { runId: update.runId, check: () => (this.cache.get(update.runId)?.version ?? 0) > current.version };
     // The executing worker's steps on the main pool are written together with the others waiting.
-    const simple = !update.effects?.length && !update.insertCommand && !update.appliedCommands?.length && !update.claim;
+    const simple = !update.effects?.length && !update.insertCommand && !update.settleCommands && !update.claim;
     if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
       return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, plan, newer });
     }
@@ -643,10 +643,12 @@ export class PostgresStore implements Store {
       ctes.push(`c AS (INSERT INTO ${s}.commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome)
         SELECT ${p(c.id)}, ${p(c.runId)}, ${p(c.type)}, ${p(c.actor)}, ${p(c.reason)}, ${p(JSON.stringify(c.payload))}, ${p(c.createdAt)}::bigint, ${p(c.appliedAt)}::bigint, ${p(c.outcome)} FROM upd)`);
     }
-    if (update.appliedCommands?.length) {
-      ctes.push(`a AS (UPDATE ${s}.commands AS c SET applied_at = x.applied_at, outcome = x.outcome
-        FROM upd, json_to_recordset(${p(JSON.stringify(update.appliedCommands.map((a) => ({ id: a.id, applied_at: a.appliedAt, outcome: a.outcome }))))}::json) AS x(id text, applied_at bigint, outcome text)
-        WHERE c.id = x.id)`);
+    const settle = update.settleCommands;
+    if (settle && Object.keys(settle.outcomes).length) {
+      const outcomes = Object.entries(settle.outcomes).map(([type, outcome]) => ({ type, outcome }));
+      ctes.push(`a AS (UPDATE ${s}.commands AS c SET applied_at = ${p(settle.at)}::bigint, outcome = x.outcome
+        FROM upd, json_to_recordset(${p(JSON.stringify(outcomes))}::json) AS x(type text, outcome text)
+        WHERE c.run_id = upd.id AND c.type = x.type AND c.applied_at IS NULL)`);
     }
     return ctes;
   }
@@ -1031,7 +1033,7 @@ function renewalOnly(update: RunUpdate): boolean {
     !update.snapshot &&
     !update.effects?.length &&
     !update.insertCommand &&
-    !update.appliedCommands?.length
+    !update.settleCommands
   );
 }
 

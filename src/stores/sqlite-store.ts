@@ -80,7 +80,7 @@ const statementSql = {
   snapshotAtStep: `SELECT ${snapshotColumns} FROM journal WHERE k > ? AND k < ? AND snap_seq IS NOT NULL AND snap_step <= ? ORDER BY k DESC LIMIT 1`,
   snapshotVars: "SELECT vars, snap_seq FROM journal WHERE k = ?",
   insertCommand: "INSERT INTO commands (id, run_id, type, actor, reason, payload, created_at, applied_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-  applyCommand: "UPDATE commands SET applied_at = ?, outcome = ? WHERE id = ?",
+  settleCommands: "UPDATE commands SET applied_at = ?, outcome = ? WHERE run_id = ? AND type = ? AND applied_at IS NULL",
   listCommands: "SELECT * FROM commands WHERE run_id = ? ORDER BY created_at, rowid",
   upsertEffect: `INSERT INTO effects (run_id, call_seq, tool, input, result, state, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (run_id, call_seq) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at`,
@@ -354,7 +354,8 @@ export class SqliteStore implements Store {
       );
     }
     if (update.insertCommand) this.insertCommandSync(update.insertCommand);
-    for (const applied of update.appliedCommands ?? []) this.statements.applyCommand.run(applied.appliedAt, applied.outcome, applied.id);
+    const settle = update.settleCommands;
+    for (const [type, outcome] of Object.entries(settle?.outcomes ?? {})) this.statements.settleCommands.run(settle!.at, outcome, update.runId, type);
     this.saveRecord(state, { status: row.status, bucket: row.updated_bucket });
     return { ok: true, run: state.record, journal };
   };

@@ -435,8 +435,32 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         const second = command(run.id, { type: "cancel", reason: null, payload: {} });
         await store.insertCommand(first);
         await store.update({ runId: run.id, insertCommand: second, journal: [entry("control", baseTime + 5, { commandId: second.id })] });
-        await store.update({ runId: run.id, appliedCommands: [{ id: first.id, appliedAt: baseTime + 70, outcome: "applied" }] });
+        await store.update({ runId: run.id, settleCommands: { at: baseTime + 70, outcomes: { pause: "applied" } } });
         expect(await store.listCommands(run.id)).toEqual([{ ...first, appliedAt: baseTime + 70, outcome: "applied" }, second]);
+      });
+
+      it("settles with an update only the pending commands of its run and of the types it names", async () => {
+        const { run } = await create();
+        const other = (await create()).run;
+        const pause = command(run.id, { type: "pause" });
+        const done = command(run.id, { type: "pause", appliedAt: baseTime + 10, outcome: "applied" });
+        const cancel = command(run.id, { type: "cancel", reason: null, payload: {} });
+        const resume = command(run.id, { type: "resume", reason: null, payload: {} });
+        const elsewhere = command(other.id, { type: "pause" });
+        for (const c of [pause, done, cancel, resume, elsewhere]) await store.insertCommand(c);
+        // An update refused by its expectation settles nothing.
+        const refused = await store.update({ runId: run.id, expect: { status: ["completed"] }, settleCommands: { at: baseTime + 60, outcomes: { pause: "applied" } } });
+        expect(refused.ok).toBe(false);
+        expect(await store.listCommands(run.id)).toEqual([pause, done, cancel, resume]);
+        const written = await store.update({ runId: run.id, set: { status: "cancelled" }, settleCommands: { at: baseTime + 70, outcomes: { cancel: "applied", pause: "superseded: cancel" } } });
+        expect(written.ok).toBe(true);
+        expect(await store.listCommands(run.id)).toEqual([
+          { ...pause, appliedAt: baseTime + 70, outcome: "superseded: cancel" },
+          done,
+          { ...cancel, appliedAt: baseTime + 70, outcome: "applied" },
+          resume,
+        ]);
+        expect(await store.listCommands(other.id)).toEqual([elsewhere]);
       });
 
       it("keeps commands without a run (halt) out of every run's list", async () => {
