@@ -30,7 +30,8 @@ const readBatch = 500;
  *
  * A store that can say which runs changed (`watchRuns`: SQLite in-process and through its data
  * version, PostgreSQL through LISTEN/NOTIFY) wakes the watcher, which reads only those runs (with
- * `getRuns`, together); a periodic check of every run's version (one query) catches anything
+ * `getRuns`, together), or none when the news brings the record (a PostgreSQL notification carries
+ * the row where it fits); a periodic check of every run's version (one query) catches anything
  * missed. A store that cannot is checked that way every `checkMs`. The named runs are read as
  * soon as they are named, never behind a periodic check in progress.
  */
@@ -62,12 +63,18 @@ export class RunWatcher {
     if (this.runs.size === 0) this.stop();
   }
 
-  /** Something changed for this run (or, with "*", for any run): read it soon. */
-  changed(runId: string): void {
+  /** Something changed for this run (or, with "*", for any run): read it soon, unless its new record came with the news. */
+  changed(runId: string, record?: RunRecord): void {
     if (runId === "*") {
       this.checkAll = true;
       this.checkSoon();
-    } else if (this.runs.has(runId)) {
+      return;
+    }
+    const run = this.runs.get(runId);
+    if (!run) return;
+    if (record) {
+      run.observe(record);
+    } else {
       this.pending.add(runId);
       this.readSoon();
     }
@@ -76,7 +83,7 @@ export class RunWatcher {
   private start(): void {
     const { store } = this.options;
     if (store.watchRuns) {
-      const watching = store.watchRuns((runId) => this.changed(runId));
+      const watching = store.watchRuns((runId, record) => this.changed(runId, record));
       this.stopWatching = watching.catch(() => undefined);
     }
     this.checkTimer = setInterval(() => this.changed("*"), this.options.checkMs);

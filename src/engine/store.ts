@@ -537,10 +537,12 @@ export interface Store {
    * Optional: calls `onChange` with a run's id after a write to it that its executing worker did
    * not make (a control command, a claim), through this store object or any other connection or
    * process; with `"*"` when something may have changed that the store cannot name. A worker's
-   * watcher reads only the runs named, so control reaches executing runs without a poll per run.
-   * Resolves once changes are being watched; the function it resolves to stops watching.
+   * watcher reads only the runs named, so control reaches executing runs without a poll per run;
+   * where the store has the run's new record without a read (PostgreSQL's notification carries
+   * it), it comes as `record` and the watcher reads nothing. Resolves once changes are being
+   * watched; the function it resolves to stops watching.
    */
-  watchRuns?(onChange: (runId: string) => void): Promise<() => void>;
+  watchRuns?(onChange: (runId: string, record?: RunRecord) => void): Promise<() => void>;
 
   /**
    * Optional: the records of these runs that exist, read together (one round trip where the store

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { TetherError } from "../engine/errors.js";
+import type { RunRecord } from "../engine/store.js";
 import { messageChecksum, pgJournalKey, rowChecksum, runRowChecksum, type ChecksummedRow } from "./row-checksum.js";
 
 /**
@@ -175,6 +176,22 @@ export interface PgRunRow {
   version: number;
   vars_seq: number;
   doc: string;
+}
+
+/** The run row a write of `record` leaves (`doc` is the record as JSON), as its checksum sees it. */
+export function runRowOf(record: RunRecord, varsSeq: number, doc: string): PgRunRow {
+  return {
+    id: record.id,
+    agent: record.agent,
+    status: record.status,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+    lease_until: record.lease?.until ?? null,
+    epoch: record.epoch,
+    version: record.version,
+    vars_seq: varsSeq,
+    doc,
+  };
 }
 
 /** A run row's CRC-32: the record (`doc`) and the columns beside it, so a flipped status, epoch or version fails too. */

@@ -3,6 +3,7 @@ import { SnapshotWriter } from "../engine/snapshot.js";
 import { storeConformance } from "../testing/store-conformance.js";
 import { tempPostgres } from "../testing/temp-postgres.js";
 import pg from "pg";
+import type { RunRecord } from "../engine/store.js";
 import { migrations } from "./pg-schema.js";
 import { PostgresStore } from "./pg-store.js";
 
@@ -59,10 +60,10 @@ describe("PostgresStore", () => {
     }
   });
 
-  it("tells other connections' watchers of a control command written under the executing worker's epoch, not of that worker's own writes", async () => {
+  it("tells other connections' watchers of a control command written under the executing worker's epoch, not of that worker's own writes; the worker gets the run's new record with the news, a bystander only its id", async () => {
     const db = tempPostgres();
     try {
-      const [worker, control] = [await db.open().open(), await db.open().open()];
+      const [worker, control, bystander] = [await db.open().open(), await db.open().open(), await db.open().open()];
       await worker.createRun(
         { id: "run_1", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1 },
         SnapshotWriter.forNewRun({ messages: [], vars: {} }, 1, 0).write,
@@ -71,11 +72,15 @@ describe("PostgresStore", () => {
       const claimed = await worker.update({ runId: "run_1", claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 2, data: {} }] });
       const epoch = claimed.run.epoch;
       const heard: string[] = [];
+      const records: (RunRecord | undefined)[] = [];
       let hear: () => void = () => undefined;
-      const stop = await worker.watchRuns((runId) => {
+      const stop = await worker.watchRuns((runId, record) => {
         heard.push(runId);
+        records.push(record);
         hear();
       });
+      const bystanderHeard: [string, RunRecord | undefined][] = [];
+      const stopBystander = await bystander.watchRuns((runId, record) => bystanderHeard.push([runId, record]));
       const next = () => new Promise<void>((resolve) => (hear = resolve));
       // The worker's own step: fenced by its epoch, no command. Then a pause from elsewhere, as
       // the runtime writes it: expecting the status and epoch it was decided on, with its command.
@@ -86,7 +91,34 @@ describe("PostgresStore", () => {
       expect(paused.ok).toBe(true);
       await notified;
       expect(heard).toEqual(["run_1"]);
+      // The worker writes run_1: the notification brings the row, as a read would return it.
+      expect(records).toEqual([paused.run]);
       expect((await worker.getRuns(["run_1", "run_missing"])).map((r) => [r.id, r.status, r.version])).toEqual([["run_1", "pausing", paused.run.version]]);
+      await expect.poll(() => bystanderHeard).toEqual([["run_1", undefined]]);
+      stop();
+      stopBystander();
+    } finally {
+      await db.cleanup();
+    }
+  });
+
+  it("names a run whose row does not fit a notification by its id alone, even to its worker", async () => {
+    const db = tempPostgres();
+    try {
+      const [worker, control] = [await db.open().open(), await db.open().open()];
+      await worker.createRun(
+        { id: "run_big", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: { text: "é".repeat(5000) }, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1 },
+        SnapshotWriter.forNewRun({ messages: [], vars: {} }, 1, 0).write,
+        [{ type: "run.created", at: 1, data: {} }],
+      );
+      const claimed = await worker.update({ runId: "run_big", claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 2, data: {} }] });
+      const heard: [string, RunRecord | undefined][] = [];
+      const stop = await worker.watchRuns((runId, record) => heard.push([runId, record]));
+      const command = { id: "cmd_1", runId: "run_big", type: "pause" as const, actor: "ops", reason: null, payload: {}, createdAt: 3, appliedAt: null, outcome: null };
+      const paused = await control.update({ runId: "run_big", expect: { status: ["running"], epoch: claimed.run.epoch }, set: { status: "pausing" }, journal: [{ type: "control", at: 3, data: {} }], insertCommand: command });
+      expect(paused.ok).toBe(true);
+      await expect.poll(() => heard).toEqual([["run_big", undefined]]);
+      expect((await worker.getRuns(["run_big"]))[0]).toEqual(paused.run);
       stop();
     } finally {
       await db.cleanup();

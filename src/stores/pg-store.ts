@@ -39,9 +39,11 @@ import {
   quoteIdentifier,
   updatedBucket,
   type PgChecksummedRow,
+  runRowOf,
   type PgRunRow,
 } from "./pg-schema.js";
 import { controlled, madeElsewhere } from "./control-writes.js";
+import { readRunNotice, runNotice } from "./pg-notice.js";
 import { messageChecksum } from "./row-checksum.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 
@@ -97,7 +99,7 @@ export class PostgresStore implements Store {
   /** Per run, the executing worker's write in progress here (see `update`). */
   private readonly writing = new Map<string, Promise<void>>();
   private ready: Promise<void>;
-  private readonly watchers = new Set<(runId: string) => void>();
+  private readonly watchers = new Set<(runId: string, record?: RunRecord) => void>();
   private listening: Promise<void> | undefined;
   private listenClient: pg.Client | undefined;
   private closed = false;
@@ -428,7 +430,12 @@ export class PostgresStore implements Store {
     // command, which carries the epoch it was decided on): tell the workers.
     const notify = madeElsewhere(update);
     params.push(this.channel);
-    const written = notify ? `pg_notify($${params.length}, id)::text` : `$${params.length}::text`;
+    let written = `$${params.length}::text`;
+    if (notify) {
+      // The row itself where it fits: the executing worker takes it without a read (see pg-notice.ts).
+      params.push(runNotice(record, plan.varsSeq, doc, params[10] as number));
+      written = `pg_notify($${params.length - 1}, $${params.length})::text`;
+    }
     // Written: one row, version NULL. Not written: the row as the statement found it.
     const select = `SELECT ${writtenRow("id", written)} FROM upd
       UNION ALL SELECT ${pgRunColumns} FROM ${this.s}.runs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`;
@@ -917,10 +924,12 @@ export class PostgresStore implements Store {
 
   /**
    * Calls `onChange` with a run's id whenever a write not fenced by its executing worker lands
-   * (a control command, a claim), from any process; `"*"` when a halt is set. One LISTEN
-   * connection per store, shared by every watcher. Returns the function that stops it.
+   * (a control command, a claim), from any process, and with the run's new record when the
+   * notification carries it and this process works on the run (see `notified`); `"*"` when a
+   * halt is set. One LISTEN connection per store, shared by every watcher. Returns the function
+   * that stops it.
    */
-  async watchRuns(onChange: (runId: string) => void): Promise<() => void> {
+  async watchRuns(onChange: (runId: string, record?: RunRecord) => void): Promise<() => void> {
     this.watchers.add(onChange);
     await (this.listening ??= this.listen());
     return () => this.watchers.delete(onChange);
@@ -935,7 +944,7 @@ export class PostgresStore implements Store {
     await this.ready;
     const client = new pg.Client({ connectionString: this.options.connectionString });
     client.on("notification", (message) => {
-      if (message.channel === this.channel) this.changed(message.payload || "*");
+      if (message.channel === this.channel) this.notified(message.payload ?? "");
     });
     let dropped = false;
     const reconnect = () => {
@@ -963,10 +972,26 @@ export class PostgresStore implements Store {
     this.listenClient = client;
   }
 
-  private changed(runId: string): void {
+  /**
+   * A notification. The row it carries, of a run this process works on (one it has cached), is
+   * remembered (a queued step write of the run is dropped at once) and handed on with the id;
+   * the rows of other runs are not even parsed. It is handed on even when the cache holds that
+   * version already: what this process read for someone else (the API) its executor has not seen.
+   */
+  private notified(payload: string): void {
+    const notice = readRunNotice(payload);
+    const row = this.cache.has(notice.runId) ? notice.row() : undefined;
+    if (row) {
+      this.remember(notice.runId, { doc: row.doc, version: row.record.version, varsSeq: row.varsSeq, status: row.record.status });
+      this.dropStale(notice.runId);
+    }
+    this.changed(notice.runId, row?.record);
+  }
+
+  private changed(runId: string, record?: RunRecord): void {
     for (const watcher of this.watchers) {
       try {
-        watcher(runId);
+        watcher(runId, record);
       } catch {
         // A watcher's failure is its own.
       }
@@ -1093,22 +1118,6 @@ interface JournalRow {
 
 /** A run row as read back, with the checksum it was written with. */
 type StoredRunRow = PgRunRow & { crc: number | null };
-
-/** The run row a write of `record` leaves (`doc` is the record as JSON), as its checksum sees it. */
-function runRowOf(record: RunRecord, varsSeq: number, doc: string): PgRunRow {
-  return {
-    id: record.id,
-    agent: record.agent,
-    status: record.status,
-    created_at: record.createdAt,
-    updated_at: record.updatedAt,
-    lease_until: record.lease?.until ?? null,
-    epoch: record.epoch,
-    version: record.version,
-    vars_seq: varsSeq,
-    doc,
-  };
-}
 
 /**
  * The columns of `pgRunColumns` for a row a statement wrote: version NULL (how the caller tells it
