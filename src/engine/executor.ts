@@ -442,7 +442,7 @@ export class RunExecutor extends RunSession {
       await this.commitOutcome(action, inflight, { type: "model", result: outcome.result }, usageOf(outcome.result.usage), [], true);
     } else if (outcome.type === "aborted") {
       const usage = usageOf(outcome.usage);
-      await this.serial(() => this.write({
+      await this.writeStoppedCall(() => ({
         set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage), reissue: this.reissuable(inflight, "") },
         journal: [
           callEntry("call.aborted", this.now(), callSeq, {
@@ -456,7 +456,7 @@ export class RunExecutor extends RunSession {
             durationMs,
           }),
         ],
-      }));
+      }), this.othersInFlight);
     } else {
       const usage = usageOf(outcome.usage);
       const reason = `model_error: ${outcome.error.message}`;
@@ -497,10 +497,10 @@ export class RunExecutor extends RunSession {
       if (!outcome.ok) outcome = { ...outcome, message: this.ctx.redact(outcome.message) };
     } catch (error) {
       if (error instanceof ToolAbortedError) {
-        await this.serial(() => this.write({
+        await this.writeStoppedCall(() => ({
           set: { ...this.callsLeft(inflight.callSeq), reissue: this.reissuable(inflight, toolSignature(action)) },
           journal: [callEntry("call.aborted", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, reason: String(error.reason ?? "aborted"), durationMs: this.now() - inflight.startedAt })],
-        }));
+        }), this.othersInFlight);
         return;
       }
       if (TetherError.isInstance(error) && error.code === "tool_unavailable") {
@@ -527,6 +527,9 @@ export class RunExecutor extends RunSession {
     }
     await this.commitOutcome(action, inflight, outcome, undefined, [], true);
   }
+
+  /** Whether a call is in flight or journaled as started and about to be made. */
+  private readonly othersInFlight = (): boolean => this.live.size > 0 || this.chained !== null;
 
   /** The call counts as in flight until it settles, not until its outcome is written: nothing waits for a finished call. */
   private whileInFlight<T>(callSeq: number, call: Promise<T>): Promise<T> {

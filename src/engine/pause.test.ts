@@ -182,6 +182,62 @@ describe("pause during a tool call", () => {
   });
 });
 
+describe("how many writes a pause costs", () => {
+  async function pauseMidStream(agent: ReturnType<typeof toolLoopAgent>) {
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start(agent.name, "find the trend", { model: slowModel });
+    let streaming = false;
+    const unsubscribe = rt.subscribe(run.id, {}, (event) => {
+      if (event.kind === "live") streaming = true;
+    });
+    await waitUntil(() => streaming, { what: "the first model delta" });
+    const pausing = await rt.pause(run.id, { reason: "look" });
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    unsubscribe();
+    const journal = await journalOf(run.id);
+    // The pause's own write journals its command and running → pausing.
+    const pausingAt = indexOf(journal, isStatus("pausing"), indexOf(journal, (e) => e.type === "control" && e.data.command === "pause"));
+    return { pausing, paused, after: journal.slice(pausingAt + 1) };
+  }
+
+  it("stops the last call in flight and finishes the pause in one write: the call's abort and pausing → paused together", async () => {
+    const { pausing, paused, after } = await pauseMidStream(researcher);
+    expect(pausing.status).toBe("pausing");
+    expect(after.map((e) => [e.type, e.data.kind ?? e.data.to])).toEqual([
+      ["call.aborted", "model"],
+      ["status", "paused"],
+    ]);
+    // One write after the pause's own: the record's version moved by one.
+    expect(paused.version).toBe(pausing.version + 1);
+    expect(paused).toMatchObject({ status: "paused", statusReason: "look", inflight: null, waitingFor: null, lease: null, pauseMode: null, runningSince: null });
+    expect((await h!.runtime.commands(paused.id)).map((c) => [c.type, c.outcome])).toEqual([["pause", "applied"]]);
+    await h!.runtime.resume(paused.id);
+    expect((await h!.runtime.waitFor(paused.id, ["completed", "failed"])).status).toBe("completed");
+  });
+
+  it("journals the abort, releases what pauses release, then finishes the pause, when a resource is released on pause", async () => {
+    const released: string[] = [];
+    const browser = resource({
+      name: "browser",
+      releaseOnPause: true,
+      acquire: () => "tab",
+      release: (handle) => {
+        released.push(String(handle));
+      },
+    });
+    const { pausing, paused, after } = await pauseMidStream(toolLoopAgent({ name: "browsing", tools: [search], resources: [browser] }));
+    expect(released).toEqual(["tab"]);
+    expect(after.map((e) => [e.type, e.data.kind ?? e.data.name ?? e.data.to])).toEqual([
+      ["call.aborted", "model"],
+      ["resource.released", "browser"],
+      ["status", "paused"],
+    ]);
+    expect(paused.version).toBe(pausing.version + 3);
+    expect(paused.resources.browser).toMatchObject({ releasedForPause: true });
+  });
+});
+
 describe("resources and pause", () => {
   it("releases releaseOnPause resources on pause and acquires them again on resume", async () => {
     const ledger = new Ledger();

@@ -50,6 +50,11 @@ export class ResourceHolder {
     }
   }
 
+  /** Whether a pause has anything to release: a held resource marked `releaseOnPause`, not released for a pause yet. */
+  releasesOnPause(held: Record<string, HeldResource>): boolean {
+    return Object.entries(held).some(([name, entry]) => !entry.releasedForPause && this.definitions.some((d) => d.name === name && d.releaseOnPause));
+  }
+
   /** Releases held resources, newest first; for a pause only those marked `releaseOnPause`. */
   async *release(held: Record<string, HeldResource>, options: { forPause: boolean }): AsyncGenerator<ResourceChange> {
     let resources = held;

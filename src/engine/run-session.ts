@@ -271,14 +271,38 @@ export abstract class RunSession {
   /** pausing → paused once no call is in flight: release what pauses release, give up the lease. */
   protected async finishPause(): Promise<boolean> {
     await this.releaseResources(true);
-    const reason = this.run.statusReason;
-    const ok = await this.write({
+    return this.write(this.pausedUpdate());
+  }
+
+  /** What finishing a pause writes: pausing → paused, the lease given up, the pause command applied. */
+  private pausedUpdate(): Omit<RunUpdate, "runId"> & { set: RunPatch; journal: JournalInput[] } {
+    const at = this.now();
+    return {
       expect: { status: ["pausing"] },
       set: { status: "paused", waitingFor: null, pauseMode: null, lease: null, ...this.leavingRunning() },
-      journal: [statusEntry(this.now(), "pausing", "paused", reason)],
-      settleCommands: { at: this.now(), outcomes: { pause: "applied" } },
+      journal: [statusEntry(at, "pausing", "paused", this.run.statusReason)],
+      settleCommands: { at, outcomes: { pause: "applied" } },
+    };
+  }
+
+  /**
+   * Journals a call a pause or cancel stopped (the update `stoppedCall` builds from the current
+   * record, after the writes queued before it). When the run is pausing, nothing else is in flight
+   * (`othersInFlight`) and the pause has nothing to release, the same write finishes the pause:
+   * one transaction instead of two, so a person's pause lands a round trip sooner on a busy
+   * worker. If the run moved meanwhile (a cancel came), the call alone is journaled, built again
+   * from the record as it is, and the run goes on as it would have.
+   */
+  protected writeStoppedCall(stoppedCall: () => Omit<RunUpdate, "runId"> & { set: RunPatch; journal: JournalInput[] }, othersInFlight: () => boolean): Promise<void> {
+    return this.serial(async () => {
+      if (this.run.status === "pausing" && !othersInFlight() && !this.resources.releasesOnPause(this.run.resources)) {
+        const call = stoppedCall();
+        const paused = this.pausedUpdate();
+        const finished = await this.write({ ...call, ...paused, set: { ...call.set, ...paused.set }, journal: [...call.journal, ...paused.journal] });
+        if (finished) return;
+      }
+      await this.write(stoppedCall());
     });
-    return ok;
   }
 
   protected async leaveHalted(): Promise<void> {
