@@ -164,6 +164,8 @@ function checkRun(run: RunRecord, journal: readonly JournalEntry[], effects: rea
   let status: RunStatus = "queued";
   const started = new Map<number, JournalEntry>();
   const ended = new Map<number, JournalEntry[]>();
+  /** The run's status when each call's first end was journaled. */
+  const statusAtEnd = new Map<number, RunStatus>();
   const controlAt = new Map<string, { seq: number; status: RunStatus; outcome: string }>();
   for (const entry of journal) {
     if (entry.type === "status") {
@@ -179,6 +181,7 @@ function checkRun(run: RunRecord, journal: readonly JournalEntry[], effects: rea
     } else if (callEnds.has(entry.type)) {
       if (!started.has(entry.callSeq ?? -1)) problems.push(v("call-lifecycle", `call ${entry.callSeq} ended (${entry.type}) at entry ${entry.seq} without a start`));
       ended.set(entry.callSeq ?? -1, [...(ended.get(entry.callSeq ?? -1) ?? []), entry]);
+      if (!statusAtEnd.has(entry.callSeq ?? -1)) statusAtEnd.set(entry.callSeq ?? -1, status);
     } else if (entry.type === "control") {
       const command = entry.data.command as ControlCommandType;
       const outcome = String(entry.data.outcome);
@@ -200,6 +203,10 @@ function checkRun(run: RunRecord, journal: readonly JournalEntry[], effects: rea
   for (const [callSeq, entry] of started) {
     if (entry.data.kind !== "tool") continue;
     const end = ended.get(callSeq)?.[0];
+    // A halt that lands between a call's `started` (journaled with the model's answer) and its
+    // start: the call never began, and the run makes it again as a new call once resumed. Only
+    // that, while the run is halted; the ledger check below shows it never ran.
+    if (end?.type === "call.aborted" && end.data.reason === "not_started" && statusAtEnd.get(callSeq) === "halted") continue;
     if (end?.type !== "call.completed") problems.push(v("call-lifecycle", `tool call ${callSeq} (${String(entry.data.name)}) ended ${end?.type ?? "never"}`));
     else completedTools.push({ callSeq, name: String(entry.data.name), input: entry.data.input });
   }

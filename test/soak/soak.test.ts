@@ -84,6 +84,14 @@ describe("the soak checker", () => {
     const compensation = ledger.compensations()[0];
     ledger.compensate(compensation.key, compensation.effectKey, compensation.runId, 0);
     const run = await store.getRun(done.id);
+    // A tool call journaled as never started while the run was not halted (only a halt may stop a call between its `started` and its start).
+    await store.update({
+      runId: done.id,
+      journal: [
+        { type: "call.started", at: run!.updatedAt, callSeq: 999, data: { kind: "tool", name: "record_fact", key: `${done.id}:999` } },
+        { type: "call.aborted", at: run!.updatedAt, callSeq: 999, data: { kind: "tool", name: "record_fact", reason: "not_started" } },
+      ],
+    });
     await store.update({ runId: done.id, set: { status: "pausing" }, journal: [{ type: "status", at: run!.updatedAt, data: { from: "completed", to: "pausing" } }] });
 
     const planted = await checkSoak(store, ledger, [done.id, cancelled.id]);
@@ -91,6 +99,7 @@ describe("the soak checker", () => {
     expect(found).toContainEqual(expect.stringMatching(`\\[ledger\\] ${done.id}: .*append_log ${append!.key} happened 2 times`));
     expect(found).toContainEqual(expect.stringMatching(`\\[ledger\\] ${cancelled.id}: .*compensation ${compensation.key} ran 2 times`));
     expect(found).toContainEqual(expect.stringMatching(`\\[stuck\\] ${done.id}: .*left pausing`));
+    expect(found).toContainEqual(expect.stringMatching(`\\[call-lifecycle\\] ${done.id}: .*tool call 999 \\(record_fact\\) ended call.aborted`));
     expect(found).toContainEqual(expect.stringMatching(`\\[status-history\\] ${done.id}: .*completed → pausing is not a legal edge`));
     await store.close();
     ledger.close();
