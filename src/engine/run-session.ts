@@ -12,6 +12,9 @@ import { statusEntry } from "./status-entry.js";
 
 export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
 
+/** A write of this run (the update without its id), with fields `K` present. */
+type WriteOf<K extends keyof RunUpdate> = Omit<RunUpdate, "runId"> & Required<Pick<RunUpdate, K>>;
+
 /** A call in flight as a pause or cancel sees it: `abortable` when it may be stopped mid-way (every model call). */
 export interface CallInFlight {
   abortable: boolean;
@@ -275,7 +278,7 @@ export abstract class RunSession {
   }
 
   /** What finishing a pause writes: pausing → paused, the lease given up, the pause command applied. */
-  private pausedUpdate(): Omit<RunUpdate, "runId"> & { set: RunPatch; journal: JournalInput[] } {
+  private pausedUpdate(): WriteOf<"set" | "journal"> {
     const at = this.now();
     return {
       expect: { status: ["pausing"] },
@@ -293,7 +296,7 @@ export abstract class RunSession {
    * worker. If the run moved meanwhile (a cancel came), the call alone is journaled, built again
    * from the record as it is, and the run goes on as it would have.
    */
-  protected writeStoppedCall(stoppedCall: () => Omit<RunUpdate, "runId"> & { set: RunPatch; journal: JournalInput[] }, othersInFlight: () => boolean): Promise<void> {
+  protected writeStoppedCall(stoppedCall: () => WriteOf<"set" | "journal">, othersInFlight: () => boolean): Promise<void> {
     return this.serial(async () => {
       if (this.run.status === "pausing" && !othersInFlight() && !this.resources.releasesOnPause(this.run.resources)) {
         const call = stoppedCall();

@@ -355,7 +355,7 @@ export class SqliteStore implements Store {
     }
     if (update.insertCommand) this.insertCommandSync(update.insertCommand);
     const settle = update.settleCommands;
-    for (const [type, outcome] of Object.entries(settle?.outcomes ?? {})) this.statements.settleCommands.run(settle!.at, outcome, update.runId, type);
+    if (settle) for (const [type, outcome] of Object.entries(settle.outcomes)) this.statements.settleCommands.run(settle.at, outcome, update.runId, type);
     this.saveRecord(state, { status: row.status, bucket: row.updated_bucket });
     return { ok: true, run: state.record, journal };
   };
