@@ -259,6 +259,20 @@ describe("the simulated model's pace", () => {
     expect((await later).value).toEqual({ type: "text-delta", text: "five " });
   });
 
+  it("streams usage, the text token by token, the tool calls, then finish with the tokens it streamed", async () => {
+    const script = [{ text: "Looking it up now.", toolCalls: [{ toolName: "lookup", input: { orderId: "A-1" } }] }];
+    const model = new SimulatedModel({ tokensPerSecond: Number.POSITIVE_INFINITY, script });
+    const parts = [];
+    for await (const part of model.stream(request, { signal: new AbortController().signal, idempotencyKey: "k" })) parts.push(part);
+    expect(parts.map((p) => (p.type === "text-delta" ? p.text : p.type))).toEqual(["usage", "Look", "ing ", "it ", "up ", "now.", "tool-call", "finish"]);
+    const toolTokens = Math.ceil(JSON.stringify({ orderId: "A-1" }).length / 4) + 2;
+    expect(parts.at(-1)).toEqual({ type: "finish", finishReason: "tool-calls", usage: { inputTokens: 1, outputTokens: 5 + toolTokens } });
+    // A stream read past its end stays ended.
+    const stream = model.stream(request, { signal: new AbortController().signal, idempotencyKey: "k" });
+    while (!(await stream.next()).done);
+    expect(await stream.next()).toEqual({ done: true, value: undefined });
+  });
+
   it("wakes every stream due in the same millisecond from one timer", async () => {
     const clock = new ManualClock();
     const streams = Array.from({ length: 50 }, () => reader(new SimulatedModel({ tokensPerSecond: 100, script: turns, clock })));

@@ -46,8 +46,10 @@ export interface SimulatedModelOptions {
 }
 
 /** Splits text into ~4-character tokens (a word or part of one, with its trailing space). */
+const tokenPattern = /\S{1,4}\s*|\s+/g;
+
 export function tokenize(text: string): string[] {
-  return text.match(/\S{1,4}\s*|\s+/g) ?? [];
+  return text.match(tokenPattern) ?? [];
 }
 
 /**
@@ -218,25 +220,38 @@ export class SimulatedModel implements TetherModel {
     return new PacedStream(() => this.parts(request), delayMs, this.clock, options.signal);
   }
 
-  /** Every part of the turn's stream, in order: usage, the text token by token, the tool calls, finish. */
-  private parts(request: ModelRequest): ModelStreamPart[] {
+  /** The turn's stream: usage, then the text token by token, then the tool calls and finish. */
+  private parts(request: ModelRequest): PlannedStream {
     const turn = this.turnFor(request);
     const inputTokens = countTokens(request.messages);
-    const parts: ModelStreamPart[] = [{ type: "usage", usage: { inputTokens, outputTokens: 0 } }];
-    let outputTokens = 0;
-    for (const token of tokenize(turn.text)) {
-      outputTokens += 1;
-      parts.push({ type: "text-delta", text: token });
-    }
+    const text = turn.text;
+    let outputTokens = tokenize(text).length;
+    const tail: ModelStreamPart[] = [];
     const calls = turn.toolCalls ?? [];
     for (let i = 0; i < calls.length; i++) {
       outputTokens += Math.ceil(JSON.stringify(calls[i].input).length / 4) + 2;
-      parts.push({ type: "tool-call", toolCall: { toolCallId: `call_${hashString(`${request.messages.length}|${i}|${calls[i].toolName}`, this.seed).toString(36)}`, toolName: calls[i].toolName, input: calls[i].input } });
+      tail.push({ type: "tool-call", toolCall: { toolCallId: `call_${hashString(`${request.messages.length}|${i}|${calls[i].toolName}`, this.seed).toString(36)}`, toolName: calls[i].toolName, input: calls[i].input } });
     }
-    parts.push({ type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } });
-    return parts;
+    tail.push({ type: "finish", finishReason: calls.length ? "tool-calls" : "stop", usage: { inputTokens, outputTokens } });
+    return { head: [{ type: "usage", usage: { inputTokens, outputTokens: 0 } }], text, tail };
   }
 }
+
+/**
+ * A turn's stream as planned: its text is cut into tokens as they are read, not all up front: a
+ * thousand streams each holding a part object and a string per token of a turn that takes seconds
+ * to stream kept the worker's young garbage alive past every collection.
+ */
+interface PlannedStream {
+  /** The parts before the text. */
+  head: ModelStreamPart[];
+  text: string;
+  /** The parts after it. */
+  tail: ModelStreamPart[];
+}
+
+/** What a stream that ended (read to its end, returned, aborted or failed) has left: nothing. */
+const ended: PlannedStream = { head: [], text: "", tail: [] };
 
 /**
  * The simulated stream: the n-th text token due n·`delayMs` after the first read, the other
@@ -249,8 +264,11 @@ export class SimulatedModel implements TetherModel {
  * the pending part at once.
  */
 class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
-  private parts: ModelStreamPart[] | undefined;
-  private next_ = 0;
+  private planned: PlannedStream | undefined;
+  /** Where the stream is: the next part of the head, the next token of the text (its `lastIndex`), the next part of the tail. */
+  private headAt = 0;
+  private readonly tokenAt = new RegExp(tokenPattern.source, "g");
+  private tailAt = 0;
   private rejectPending: ((reason: unknown) => void) | undefined;
   private readonly onAbort = () => {
     this.aborted = true;
@@ -262,7 +280,7 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   private tokens = 0;
 
   constructor(
-    private readonly plan: () => ModelStreamPart[],
+    private readonly plan: () => PlannedStream,
     private readonly delayMs: number,
     private readonly clock: Clock,
     private readonly signal: AbortSignal,
@@ -273,11 +291,11 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
   }
 
   next(): Promise<IteratorResult<ModelStreamPart>> {
-    if (!this.parts) {
+    if (!this.planned) {
       // Planned on the first read, as a generator would: a script that throws fails the read.
       if (this.signal.aborted) return this.finish(Promise.reject(this.signal.reason));
       try {
-        this.parts = this.plan();
+        this.planned = this.plan();
       } catch (error) {
         return this.finish(Promise.reject(error));
       }
@@ -287,9 +305,8 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
     }
     // The abort listener's flag, not `signal.aborted` (a getter that validates its receiver), on every part.
     if (this.aborted) return this.finish(Promise.reject(this.signal.reason));
-    const part = this.parts[this.next_];
+    const part = this.nextPart(this.planned);
     if (part === undefined) return this.finish(Promise.resolve({ done: true, value: undefined }));
-    this.next_ += 1;
     if (part.type !== "text-delta" || this.delayMs <= 0) return Promise.resolve({ done: false, value: part });
     this.tokens += 1;
     const due = this.startedAt + this.tokens * this.delayMs;
@@ -305,13 +322,22 @@ class PacedStream implements AsyncIterableIterator<ModelStreamPart> {
     });
   }
 
+  private nextPart(planned: PlannedStream): ModelStreamPart | undefined {
+    if (this.headAt < planned.head.length) return planned.head[this.headAt++];
+    if (this.tokenAt.lastIndex < planned.text.length) {
+      // Every character is in some token (`tokenPattern` takes any run of spaces or not), so this matches.
+      const token = this.tokenAt.exec(planned.text)!;
+      return { type: "text-delta", text: token[0] };
+    }
+    return planned.tail[this.tailAt++];
+  }
+
   return(): Promise<IteratorResult<ModelStreamPart>> {
     return this.finish(Promise.resolve({ done: true, value: undefined }));
   }
 
   private finish<T>(result: Promise<T>): Promise<T> {
-    this.next_ = Number.POSITIVE_INFINITY;
-    this.parts = [];
+    this.planned = ended;
     if (this.listening) this.signal.removeEventListener("abort", this.onAbort);
     this.listening = false;
     return result;
