@@ -45,9 +45,9 @@ export interface SimulatedModelOptions {
   rounds?: number;
 }
 
-/** Splits text into ~4-character tokens (a word or part of one, with its trailing space). */
 const tokenPattern = /\S{1,4}\s*|\s+/g;
 
+/** Splits text into ~4-character tokens (a word or part of one, with its trailing space). */
 export function tokenize(text: string): string[] {
   return text.match(tokenPattern) ?? [];
 }
@@ -238,9 +238,9 @@ export class SimulatedModel implements TetherModel {
 }
 
 /**
- * A turn's stream as planned: its text is cut into tokens as they are read, not all up front: a
- * thousand streams each holding a part object and a string per token of a turn that takes seconds
- * to stream kept the worker's young garbage alive past every collection.
+ * A turn's stream as planned: its text is cut into tokens as they are read, not all up front. A
+ * thousand streams that each held a part object and a string per token, for the seconds a turn
+ * takes to stream, filled every young-generation collection with objects to copy.
  */
 interface PlannedStream {
   /** The parts before the text. */
