@@ -217,11 +217,11 @@ export class SimulatedModel implements TetherModel {
 
   stream(request: ModelRequest, options: ModelCallOptions): AsyncIterableIterator<ModelStreamPart> {
     const delayMs = Number.isFinite(this.tokensPerSecond) ? 1000 / this.tokensPerSecond : 0;
-    return new PacedStream(() => this.parts(request), delayMs, this.clock, options.signal);
+    return new PacedStream(() => this.planStream(request), delayMs, this.clock, options.signal);
   }
 
   /** The turn's stream: usage, then the text token by token, then the tool calls and finish. */
-  private parts(request: ModelRequest): PlannedStream {
+  private planStream(request: ModelRequest): PlannedStream {
     const turn = this.turnFor(request);
     const inputTokens = countTokens(request.messages);
     const text = turn.text;
