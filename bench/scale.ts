@@ -14,7 +14,12 @@
  *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
  *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
  *    paused in-process and resumed once paused. Steps per second, event-loop delay p50/p99, pause
- *    latency p50/p99, CPU ms per step (user + system of the process over the steps).
+ *    latency p50/p99, CPU ms per step (user + system of the process over all the steps).
+ *    Steps per second is the worker's throughput: the steps of the runs the pause loop left
+ *    alone over the time from the start until the last of them ended (their journals' last
+ *    write). A paused run's model call is aborted and issued again on resume, so the paused runs
+ *    end up to a turn later than the rest (~0.5 s at 100 tokens/s), a tail where the worker only
+ *    waits on the model; the rate over all the runs until the last of them is printed beside it.
  * 3. 1, 2 and 4 worker processes on one PostgreSQL schema: SCALE_CLUSTER_RUNS (default 400) runs
  *    started at once by a process that executes none; runs per second until all complete, and the
  *    latency of pauses written by that process p50/p99.
@@ -153,6 +158,8 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
     const loop = monitorEventLoopDelay({ resolution: 5 });
     const cpuBefore = process.cpuUsage();
     const began = performance.now();
+    // The runs' journals are stamped with the wall clock.
+    const startedAt = Date.now();
     loop.enable();
     const ids: string[] = [];
     for (let i = 0; i < concurrentRuns; i += 100) {
@@ -164,15 +171,20 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
     const elapsedS = (performance.now() - began) / 1000;
     loop.disable();
     const cpu = process.cpuUsage(cpuBefore);
-    const { latencies, calls } = await pauses.stop();
+    const { latencies, calls, paused } = await pauses.stop();
     const counts = await reader.counts();
     const steps = await reader.steps();
+    const left = (await reader.ends()).filter((run) => !paused.has(run.id));
+    const leftSteps = left.reduce((sum, run) => sum + run.steps, 0);
+    const leftS = (Math.max(...left.map((run) => run.endedAt)) - startedAt) / 1000;
     const row = {
       store: kind,
       runs: concurrentRuns,
       completed: counts.get("completed") ?? 0,
       steps,
-      stepsPerSecond: steps / elapsedS,
+      stepsPerSecond: leftSteps / leftS,
+      runsLeftAlone: left.length,
+      stepsPerSecondAllRuns: steps / elapsedS,
       eventLoopDelayP50Ms: loop.percentile(50) / 1e6,
       eventLoopDelayP99Ms: loop.percentile(99) / 1e6,
       pauseP50Ms: percentile(latencies, 50),
@@ -182,7 +194,7 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
       cpuMsPerStep: (cpu.user + cpu.system) / 1000 / steps,
     };
     console.log(
-      `  ${kind.padEnd(8)} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
+      `  ${kind.padEnd(8)} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
     );
     return row;
   } finally {
@@ -204,6 +216,8 @@ interface StatusReader {
   counts(): Promise<Map<string, number>>;
   /** The sum of the runs' steps. */
   steps(): Promise<number>;
+  /** Each run's steps and the wall-clock time (ms) of its last write. */
+  ends(): Promise<{ id: string; steps: number; endedAt: number }[]>;
   close(): Promise<void>;
 }
 
@@ -222,6 +236,10 @@ async function pgReader(schema: string): Promise<StatusReader> {
     async steps() {
       return Number((await client.query<{ n: string }>(`SELECT sum((doc::json ->> 'step')::int) AS n FROM ${s}.runs`)).rows[0].n);
     },
+    async ends() {
+      const { rows } = await client.query<{ id: string; steps: number; ended_at: string }>(`SELECT id, (doc::json ->> 'step')::int AS steps, updated_at AS ended_at FROM ${s}.runs`);
+      return rows.map((r) => ({ id: r.id, steps: r.steps, endedAt: Number(r.ended_at) }));
+    },
     close: () => client.end(),
   };
 }
@@ -231,10 +249,12 @@ function sqliteReader(path: string): StatusReader {
   const status = db.prepare("SELECT status FROM runs WHERE id = ?").pluck();
   const counts = db.prepare("SELECT status, count(*) AS n FROM runs GROUP BY status");
   const steps = db.prepare("SELECT sum(json_extract(doc, '$.step')) FROM runs").pluck();
+  const ends = db.prepare("SELECT id, json_extract(doc, '$.step') AS steps, json_extract(doc, '$.updatedAt') AS endedAt FROM runs");
   return {
     status: async (id) => status.get(id) as string | undefined,
     counts: async () => new Map((counts.all() as { status: string; n: number }[]).map((r) => [r.status, r.n])),
     steps: async () => Number(steps.get()),
+    ends: async () => ends.all() as { id: string; steps: number; endedAt: number }[],
     close: async () => void db.close(),
   };
 }
@@ -253,7 +273,7 @@ async function allEnded(reader: StatusReader): Promise<void> {
  * latency is from the pause's commit (the call resolved) to `paused` as the independent reader
  * sees it; the pause call's own time is kept apart.
  */
-function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader): { stop(): Promise<{ latencies: number[]; calls: number[] }> } {
+function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader): { stop(): Promise<{ latencies: number[]; calls: number[]; paused: ReadonlySet<string> }> } {
   const latencies: number[] = [];
   const calls: number[] = [];
   let stopped = false;
@@ -293,7 +313,7 @@ function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader)
     async stop() {
       stopped = true;
       await loop;
-      return { latencies, calls };
+      return { latencies, calls, paused };
     },
   };
 }
