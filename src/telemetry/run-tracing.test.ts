@@ -1,3 +1,4 @@
+import { trace } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it } from "vitest";
 import { defineAgent, type AgentDefinition } from "../engine/agent.js";
@@ -180,6 +181,41 @@ describe("OpenTelemetry spans of failures and secrets", () => {
     const text = JSON.stringify(exporter.getFinishedSpans().map((s) => s.attributes));
     expect(text).toContain("gen_ai.tool.call.arguments");
     expect(text).not.toContain(secretInput);
+  });
+});
+
+describe("OpenTelemetry spans through the global provider", () => {
+  afterEach(() => trace.disable());
+
+  it("a run with no provider registered leaves no span; once one is registered, the next call of a running run and new runs are traced", async () => {
+    const ledger = new Ledger();
+    h = harness([tracedAgent(ledger)]);
+    stop = traceRuns(h.runtime);
+    const early = await h.runtime.start("traced", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 1);
+
+    const { exporter, options } = tracing();
+    expect(trace.setGlobalTracerProvider(options.tracerProvider)).toBe(true);
+    await h.runtime.pause(early.id, { actor: "alice", wait: true });
+    await h.runtime.resume(early.id, { actor: "alice" });
+    await waitUntil(() => ledger.executionsOf("wait") === 2);
+    const late = await h.runtime.start("traced", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 3);
+    await h.runtime.cancel(early.id, { actor: "bob" });
+    await h.runtime.cancel(late.id, { actor: "bob" });
+    await h.runtime.waitFor(early.id, ["cancelled"]);
+    await h.runtime.waitFor(late.id, ["cancelled"]);
+    await waitUntil(() => named(exporter.getFinishedSpans(), "invoke_agent traced").length === 2);
+
+    const spans = exporter.getFinishedSpans();
+    const ofRun = (id: string) => spans.filter((s) => s.attributes["tether.run.id"] === id).map((s) => s.name);
+    // The early run: nothing of its first stretch (model call, publish, the wait until the pause);
+    // its resumed wait, the cancel and the undoing of publish are.
+    expect(ofRun(early.id)).not.toContain("chat sim-1");
+    expect(ofRun(early.id)).not.toContain("execute_tool publish");
+    expect(ofRun(early.id)).toEqual(expect.arrayContaining(["execute_tool wait", "control cancel", "compensate publish", "invoke_agent traced"]));
+    expect(ofRun(early.id).filter((name) => name === "execute_tool wait")).toHaveLength(1);
+    expect(ofRun(late.id)).toEqual(expect.arrayContaining(["chat sim-1", "execute_tool publish", "execute_tool wait", "invoke_agent traced"]));
   });
 });
 

@@ -60,6 +60,20 @@ export function tracingAvailable(): boolean {
 }
 
 /**
+ * Whether a tracer provider is registered with `api` now. Without one, the global tracer is
+ * OpenTelemetry's no-op (its delegate is the API's own no-op provider, the one a fresh
+ * `ProxyTracerProvider` hands out), and each entry's span would cost its attributes for nothing.
+ * A provider registered through another copy of the API is never mistaken for none.
+ */
+function globalProviderRegistered(api: typeof OtelApi): () => boolean {
+  const none = new api.ProxyTracerProvider().getDelegate();
+  return () => {
+    const provider = api.trace.getTracerProvider();
+    return !(provider instanceof api.ProxyTracerProvider) || provider.getDelegate() !== none;
+  };
+}
+
+/**
  * Traces the runs `runtime` executes; returns a function that stops it (ending open spans).
  * Throws `missing_dependency` if `@opentelemetry/api` is not installed.
  */
@@ -69,6 +83,7 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
   const store = options.store ?? runtime.store;
   const capture = options.captureContent === true;
   const runs = new Map<string, RunSpans>();
+  const recording = options.tracerProvider ? () => true : globalProviderRegistered(api);
 
   const spansOf = (runId: string): RunSpans => {
     let spans = runs.get(runId);
@@ -140,6 +155,9 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
   const onEntry = (entry: JournalEntry): void => {
     const known = runs.get(entry.runId);
     if (!known && !opens.has(entry.type) && entry.type !== "control") return;
+    // With no provider registered a span would record nothing: the run is left untracked, and
+    // traced from its next call on if a provider is registered meanwhile.
+    if (!known && !recording()) return;
     if (!known && entry.type === "status" && entry.data.to !== "running") return;
     const spans = known ?? (entry.type === "control" ? transient() : spansOf(entry.runId));
     const data = entry.data;
