@@ -9,7 +9,8 @@
  *    (time of the run on a PostgreSQL runtime − the same agent's loop with no runtime) / steps,
  *    against a floor measured in the same run: one INSERT of the step's bytes and its commit on
  *    one connection (autocommit), per step. Medians of interleaved repeats, each side measured
- *    after `warmupSteps` steps of its own.
+ *    after `warmupSteps` steps of its own; a sample of either side holds at least 2,000 steps
+ *    (twenty 100-step runs one after another, two of 1,000).
  * 2. Concurrency on one worker, SQLite and PostgreSQL (SCALE_STORES, default both): SCALE_RUNS
  *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
  *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
@@ -122,12 +123,18 @@ async function overhead(): Promise<Record<string, unknown>[]> {
           await baselineLoop(agent, instantModel);
         }
         const repeats = steps >= 10_000 ? 3 : steps >= 1000 ? 5 : 15;
+        // A sample holds as many steps as a floor's (runs one after another, as a worker runs
+        // them): a lone 100-step run right after the floor's 2,000 inserts ran ~25% slower than the
+        // next one, the connections and caches cold, which the floor's own sample amortises.
+        const runsPerSample = Math.max(1, Math.ceil(floorSteps / steps));
         const over: number[] = [];
         const floors: number[] = [];
         for (let i = 0; i < repeats; i++) {
-          const base = await baselineLoop(agent, instantModel);
-          const durable = await runDurable(runtime, agent.name);
-          over.push(((durable.ms - base) / steps) * 1000);
+          let base = 0;
+          let durable = 0;
+          for (let r = 0; r < runsPerSample; r++) base += await baselineLoop(agent, instantModel);
+          for (let r = 0; r < runsPerSample; r++) durable += (await runDurable(runtime, agent.name)).ms;
+          over.push(((durable - base) / (steps * runsPerSample)) * 1000);
           floors.push(await floor.perStep());
         }
         const row = { steps, overheadUsPerStep: median(over), floorUsPerStep: median(floors), ratio: median(over) / median(floors) };
