@@ -103,6 +103,7 @@ export class PostgresStore implements Store {
   private listening: Promise<void> | undefined;
   private listenClient: pg.Client | undefined;
   private closed = false;
+  private stepsSqlText: string | undefined;
 
   constructor(private readonly options: PostgresStoreOptions) {
     this.schema = options.schema ?? "tether";
@@ -403,6 +404,21 @@ export class PostgresStore implements Store {
     const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
+    const crc = pgRunChecksum(runRowOf(record, plan.varsSeq, doc));
+    // A write its executing worker did not make (not fenced by its epoch, a claim, or a control
+    // command, which carries the epoch it was decided on): tell the workers.
+    const notify = madeElsewhere(update);
+    // Every write of a run that is (or becomes) pausing, paused, cancelling or halted takes the
+    // control lane; a run's steps and its ending take the main pool.
+    const lane = via ?? (controlled(current.status) || controlled(record.status) ? this.controlPool : undefined);
+    // A newer row of the run, read here while this write waited for the main pool (a pause
+    // notified): the statement could only fail, so it is not sent.
+    const newer = { runId: update.runId, check: () => (this.cache.get(update.runId)?.version ?? 0) > current.version };
+    // The executing worker's steps on the main pool are written together with the others waiting.
+    const simple = !update.effects?.length && !update.insertCommand && !update.settleCommands && !update.claim;
+    if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
+      return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, crc, plan, newer });
+    }
     const params: unknown[] = [
       update.runId,
       current.version,
@@ -414,7 +430,7 @@ export class PostgresStore implements Store {
       record.version,
       plan.varsSeq,
       updatedBucket(record.updatedAt),
-      pgRunChecksum(runRowOf(record, plan.varsSeq, doc)),
+      crc,
     ];
     let fence = "";
     if (update.expect?.epoch !== undefined) {
@@ -426,30 +442,16 @@ export class PostgresStore implements Store {
         WHERE id = $1 AND version = $2${fence} RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, update));
-    // A write its executing worker did not make (not fenced by its epoch, a claim, or a control
-    // command, which carries the epoch it was decided on): tell the workers.
-    const notify = madeElsewhere(update);
     params.push(this.channel);
     let written = `$${params.length}::text`;
     if (notify) {
       // The row itself where it fits: the executing worker takes it without a read (see pg-notice.ts).
-      params.push(runNotice(record, plan.varsSeq, doc, params[10] as number));
+      params.push(runNotice(record, plan.varsSeq, doc, crc));
       written = `pg_notify($${params.length - 1}, $${params.length})::text`;
     }
     // Written: one row, version NULL. Not written: the row as the statement found it.
     const select = `SELECT ${writtenRow("id", written)} FROM upd
       UNION ALL SELECT ${pgRunColumns} FROM ${this.s}.runs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)`;
-    // Every write of a run that is (or becomes) pausing, paused, cancelling or halted takes the
-    // control lane; a run's steps and its ending take the main pool.
-    const lane = via ?? (controlled(current.status) || controlled(record.status) ? this.controlPool : undefined);
-    // A newer row of the run, read here while this write waited for the main pool (a pause
-    // notified): the statement could only fail, so it is not sent.
-    const newer = { runId: update.runId, check: () => (this.cache.get(update.runId)?.version ?? 0) > current.version };
-    // The executing worker's steps on the main pool are written together with the others waiting.
-    const simple = !update.effects?.length && !update.insertCommand && !update.settleCommands && !update.claim;
-    if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
-      return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, plan, newer });
-    }
     const result = await this.queryUnless<StoredRunRow>(newer, `WITH ${ctes.join(",\n")} ${select}`, params, lane);
     if (!result) {
       return { current: this.cache.get(update.runId) ?? (await this.readRow(update.runId)) };
@@ -467,7 +469,7 @@ export class PostgresStore implements Store {
     }
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
-    return { written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } };
+    return { written: { ok: true, run: record, journal: plan.written } };
   }
 
   /**
@@ -523,7 +525,7 @@ export class PostgresStore implements Store {
 
   private async writeSteps(batch: StepWrite[]): Promise<void> {
     batch.sort((a, b) => (a.runId < b.runId ? -1 : 1));
-    const runs = batch.map(({ record, doc, prev, fence, plan }) => ({
+    const runs = batch.map(({ record, doc, crc, prev, fence, plan }) => ({
       id: record.id,
       prev,
       fence,
@@ -535,28 +537,16 @@ export class PostgresStore implements Store {
       version: record.version,
       vars_seq: plan.varsSeq,
       updated_bucket: updatedBucket(record.updatedAt),
-      crc: pgRunChecksum(runRowOf(record, plan.varsSeq, doc)),
+      crc,
     }));
     const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
     const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
-    const s = this.s;
-    const sql = `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint, crc bigint)),
-      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket, crc = x.crc
-        FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
-      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
-        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
-        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
-          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
-        WHERE y.run_id IN (SELECT id FROM upd)),
-      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
-        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
-      SELECT id FROM upd`;
     let written: Set<string>;
     try {
       // This step holds a turn of the main pool: the statement goes straight to it.
       // The ids again as an array: the runs are found by their key, never by a scan of the table.
       const ids = batch.map((step) => step.runId);
-      const { rows } = await this.query<{ id: string }>(sql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool);
+      const { rows } = await this.query<{ id: string }>(this.stepsSql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool);
       written = new Set(rows.map((row) => row.id));
     } catch (error) {
       if (batch.length === 1) {
@@ -579,8 +569,24 @@ export class PostgresStore implements Store {
       const { record, doc, plan } = step;
       this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
       if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
-      step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+      step.finish({ written: { ok: true, run: record, journal: plan.written } });
     }
+  }
+
+  /** The statement of `writeSteps`, built once: its text is the key of its prepared statement, looked up at every step. */
+  private get stepsSql(): string {
+    const s = this.s;
+    return (this.stepsSqlText ??= `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint, crc bigint)),
+      upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket, crc = x.crc
+        FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
+      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
+        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
+        WHERE y.run_id IN (SELECT id FROM upd)),
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
+        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
+      SELECT id FROM upd`);
   }
 
   /** Numbers the entries on from the run's last; the snapshot goes on the last of them. */
@@ -1028,7 +1034,9 @@ interface StepWrite {
   prev: number;
   fence: number;
   record: RunRecord;
+  /** The record as written, and the row's checksum. */
   doc: string;
+  crc: number;
   plan: WritePlan;
   newer: Stale;
   /** In a statement (its own or another step's). */
