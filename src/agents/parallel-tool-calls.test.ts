@@ -4,7 +4,7 @@ import type { StepAgentDefinition } from "../engine/agent.js";
 import type { Runtime } from "../engine/runtime.js";
 import type { JournalEntry } from "../engine/store.js";
 import { tool, type AnyTool } from "../engine/tool.js";
-import { SimulatedModel } from "../models/simulated-model.js";
+import { SimulatedModel, type SimulatedTurn } from "../models/simulated-model.js";
 import { effectTool, harness, Ledger, TestClock, waitUntil, type Harness } from "../testing/index.js";
 import { showRun } from "../cli/format.js";
 import { runView } from "../server/run-view.js";
@@ -140,6 +140,40 @@ describe("parallel tool calls in the tool loop", () => {
     }
     expect(peaks).toEqual({ "one-by-one": 1, pairs: 2 });
     expect(() => toolLoopAgent({ name: "bad", parallelToolCalls: 0 })).toThrow(/parallelToolCalls/);
+  });
+
+  it("a tool that changes its input changes its own copy: not the call kept for recovery, nor the conversation", async () => {
+    const release = new Latch();
+    const mutator = tool({
+      name: "mutator",
+      description: "changes what it was given",
+      input: z.object({ id: z.string(), opts: z.any() }),
+      execute: async (input, ctx) => {
+        (input.opts as { seen: boolean; added?: string }).seen = true;
+        (input.opts as { seen: boolean; added?: string }).added = "by the tool";
+        await release.wait(ctx.signal);
+        return "done";
+      },
+    });
+    const quick = tool({ name: "quick", description: "answers at once", input: z.object({ id: z.string() }), execute: async () => "quick" });
+    const model = new SimulatedModel({
+      tokensPerSecond: Number.POSITIVE_INFINITY,
+      script: ({ turn }): SimulatedTurn =>
+        turn === 0 ? { text: "both", toolCalls: [{ toolName: "mutator", input: { id: "m", opts: { seen: false } } }, { toolName: "quick", input: { id: "q" } }] } : { text: "summary" },
+    });
+    h = harness([toolLoopAgent({ name: "mutating", model, tools: [mutator, quick] })]);
+    const run = await h.runtime.start("mutating", "go");
+    // The quick call's completion rewrites the run's record of the calls still in flight.
+    await waitUntil(async () => (await journalOf(h!.runtime, run.id)).some((e) => e.type === "call.completed" && e.data.name === "quick"));
+    const during = await h.runtime.get(run.id);
+    const kept = during.inflightCalls?.find((c) => c.name === "mutator");
+    expect((kept?.action as { input?: unknown } | undefined)?.input).toEqual({ id: "m", opts: { seen: false } });
+    release.open();
+    await h.runtime.waitFor(run.id, ["completed"]);
+    const asked = (await h.runtime.state(run.id)).messages.flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []) : []));
+    expect(asked.find((c) => c.toolName === "mutator")?.input).toEqual({ id: "m", opts: { seen: false } });
+    const started = (await journalOf(h.runtime, run.id)).find((e) => e.type === "call.started" && e.data.name === "mutator");
+    expect(started?.data.input).toEqual({ id: "m", opts: { seen: false } });
   });
 
   it("keeps results in the order they finished, and shows the model them in the order it asked", async () => {

@@ -88,7 +88,9 @@ export class ToolAbortedError extends Error {
 
 /** Runs a tool: validate input, execute with signal and timeout, validate output. */
 export async function executeTool(tool: AnyTool, input: Json, ctx: ToolContext): Promise<Outcome & { type: "tool" }> {
-  const parsed = tool.input.safeParse(input);
+  // The tool gets a copy of its own: what it does to its input (a schema passes nested values
+  // through as they are) never reaches the call kept for recovery, the journal or the conversation.
+  const parsed = tool.input.safeParse(structuredClone(input));
   if (!parsed.success) {
     const issues = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(input)"}: ${issue.message}`).join("; ");
     return { type: "tool", ok: false, error: "invalid_input", message: `invalid input for tool ${tool.name}: ${issues}` };
