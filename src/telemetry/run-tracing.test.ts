@@ -1,6 +1,6 @@
-import { trace } from "@opentelemetry/api";
+import { ProxyTracer, trace } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { defineAgent, type AgentDefinition } from "../engine/agent.js";
 import { ModelCallError } from "../engine/errors.js";
 import type { TetherModel } from "../engine/model.js";
@@ -185,37 +185,45 @@ describe("OpenTelemetry spans of failures and secrets", () => {
 });
 
 describe("OpenTelemetry spans through the global provider", () => {
-  afterEach(() => trace.disable());
+  afterEach(() => {
+    trace.disable();
+    vi.restoreAllMocks();
+  });
 
-  it("a run with no provider registered leaves no span; once one is registered, the next call of a running run and new runs are traced", async () => {
+  it("with no provider registered no span is started; once one is registered, running runs are traced from their next call, resume or undo", async () => {
+    const startSpan = vi.spyOn(ProxyTracer.prototype, "startSpan");
     const ledger = new Ledger();
     h = harness([tracedAgent(ledger)]);
     stop = traceRuns(h.runtime);
     const early = await h.runtime.start("traced", null);
     await waitUntil(() => ledger.executionsOf("wait") === 1);
+    const direct = await h.runtime.start("traced", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 2);
+    // Two model calls, two publishes, two waits and their runs: not one span started for nothing.
+    expect(startSpan).not.toHaveBeenCalled();
 
     const { exporter, options } = tracing();
     expect(trace.setGlobalTracerProvider(options.tracerProvider)).toBe(true);
     await h.runtime.pause(early.id, { actor: "alice", wait: true });
     await h.runtime.resume(early.id, { actor: "alice" });
-    await waitUntil(() => ledger.executionsOf("wait") === 2);
-    const late = await h.runtime.start("traced", null);
     await waitUntil(() => ledger.executionsOf("wait") === 3);
-    await h.runtime.cancel(early.id, { actor: "bob" });
-    await h.runtime.cancel(late.id, { actor: "bob" });
-    await h.runtime.waitFor(early.id, ["cancelled"]);
-    await h.runtime.waitFor(late.id, ["cancelled"]);
-    await waitUntil(() => named(exporter.getFinishedSpans(), "invoke_agent traced").length === 2);
+    const late = await h.runtime.start("traced", null);
+    await waitUntil(() => ledger.executionsOf("wait") === 4);
+    for (const run of [early, direct, late]) await h.runtime.cancel(run.id, { actor: "bob" });
+    for (const run of [early, direct, late]) await h.runtime.waitFor(run.id, ["cancelled"]);
 
-    const spans = exporter.getFinishedSpans();
-    const ofRun = (id: string) => spans.filter((s) => s.attributes["tether.run.id"] === id).map((s) => s.name);
+    const ofRun = (id: string) => exporter.getFinishedSpans().filter((s) => s.attributes["tether.run.id"] === id).map((s) => s.name);
+    await waitUntil(() => named(exporter.getFinishedSpans(), "invoke_agent traced").length === 2 && ofRun(direct.id).includes("compensate publish"));
     // The early run: nothing of its first stretch (model call, publish, the wait until the pause);
     // its resumed wait, the cancel and the undoing of publish are.
     expect(ofRun(early.id)).not.toContain("chat sim-1");
     expect(ofRun(early.id)).not.toContain("execute_tool publish");
-    expect(ofRun(early.id)).toEqual(expect.arrayContaining(["execute_tool wait", "control cancel", "compensate publish", "invoke_agent traced"]));
     expect(ofRun(early.id).filter((name) => name === "execute_tool wait")).toHaveLength(1);
-    expect(ofRun(late.id)).toEqual(expect.arrayContaining(["chat sim-1", "execute_tool publish", "execute_tool wait", "invoke_agent traced"]));
+    expect(ofRun(early.id)).toEqual(expect.arrayContaining(["execute_tool wait", "control cancel", "compensate publish", "invoke_agent traced"]));
+    // Cancelled in the call it was making when the provider came: the cancel and the undo.
+    expect(ofRun(direct.id)).toEqual(expect.arrayContaining(["control cancel", "compensate publish"]));
+    expect(ofRun(direct.id)).not.toContain("chat sim-1");
+    expect(ofRun(late.id)).toEqual(expect.arrayContaining(["chat sim-1", "execute_tool publish", "execute_tool wait", "compensate publish", "invoke_agent traced"]));
   });
 });
 

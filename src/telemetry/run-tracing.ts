@@ -149,9 +149,9 @@ export function traceRuns(runtime: TraceableRuntime, options: RunTracingOptions 
     return out;
   };
 
-  // Only what starts execution here (creation, running, a call) keeps a run in `runs`; other
-  // entries (a command written for a run another process executes) leave no state behind.
-  const opens = new Set(["run.created", "status", "call.started"]);
+  // Only what starts execution here (creation, running, a call, undoing an effect) keeps a run in
+  // `runs`; other entries (a command written for a run another process executes) leave no state behind.
+  const opens = new Set(["run.created", "status", "call.started", "compensation.started"]);
   const onEntry = (entry: JournalEntry): void => {
     const known = runs.get(entry.runId);
     if (!known && !opens.has(entry.type) && entry.type !== "control") return;
