@@ -183,7 +183,8 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
     const steps = await reader.steps();
     const left = (await reader.ends()).filter((run) => !paused.has(run.id));
     const leftSteps = left.reduce((sum, run) => sum + run.steps, 0);
-    const leftS = (Math.max(...left.map((run) => run.endedAt)) - startedAt) / 1000;
+    // None left alone (a handful of runs, all paused): no rate of its own.
+    const leftS = left.length > 0 ? (Math.max(...left.map((run) => run.endedAt)) - startedAt) / 1000 : Number.NaN;
     const row = {
       store: kind,
       runs: concurrentRuns,
