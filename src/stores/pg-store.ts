@@ -469,7 +469,8 @@ export class PostgresStore implements Store {
     }
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
-    return { written: { ok: true, run: record, journal: plan.written } };
+    // The caller gets a record of its own: the one built shares objects with the update's `set`.
+    return { written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } };
   }
 
   /**
@@ -569,7 +570,8 @@ export class PostgresStore implements Store {
       const { record, doc, plan } = step;
       this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
       if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
-      step.finish({ written: { ok: true, run: record, journal: plan.written } });
+      // A record of its own, as in `tryUpdate`.
+      step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
     }
   }
 
