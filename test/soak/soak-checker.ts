@@ -337,6 +337,16 @@ function checkLedger(run: RunRecord, journal: readonly JournalEntry[], ledger: R
     if (attempts < 1 || attempts > starts) problems.push(v("ledger", `compensation ${c.key} ran ${attempts} times, started ${starts} times in the journal`));
   }
   const wasHalted = journal.some((e) => e.type === "status" && e.data.to === "halted");
-  for (const [key, starts] of startsOf) if (starts > 1 && !wasHalted) problems.push(v("compensation", `compensation ${key} started ${starts} times in a run never halted`));
+  // What a person needs to tell why (seen once in CI, not reproduced): the journal around the starts.
+  const around = (key: string) => {
+    const seq = Number(key.split(":")[1]);
+    const notes = journal
+      .filter((e) => (e.callSeq === seq && e.type.startsWith("compensation.")) || (e.type === "recovery" && e.data.previousWorker !== undefined) || (e.type === "status" && e.data.to === "cancelling"))
+      .map((e) => `${e.seq} ${e.type}${e.type === "compensation.started" ? ` attempt ${String(e.data.attempt)}` : ""}${e.type === "recovery" ? ` from ${String(e.data.previousWorker)} to ${String(e.data.worker)}` : ""}`);
+    return notes.join("; ");
+  };
+  for (const [key, starts] of startsOf) {
+    if (starts > 1 && !wasHalted) problems.push(v("compensation", `compensation ${key} started ${starts} times in a run never halted (${around(key)})`));
+  }
   return problems;
 }
