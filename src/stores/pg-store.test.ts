@@ -223,6 +223,63 @@ describe("PostgresStore", () => {
     }
   });
 
+  it("writes a step alone with its values as parameters: any number of journal entries and messages, fenced by the epoch", async () => {
+    const db = tempPostgres();
+    const worker = await new PostgresStore({ connectionString: db.url, schema: db.schema }).open();
+    const other = await db.open().open();
+    try {
+      const { writer, write } = SnapshotWriter.forNewRun({ messages: [], vars: {} }, 0, 0);
+      await worker.createRun(
+        { id: "run_1", agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 0 },
+        write,
+        [{ type: "run.created", at: 0, data: {} }],
+      );
+      writer.commit();
+      const { epoch } = (await worker.update({ runId: "run_1", claim: { workerId: "w", until: 10_000 }, set: { status: "running" }, journal: [{ type: "status", at: 1, data: {} }] })).run;
+      // One entry and one message; then six entries and six messages (more than a statement of parameters takes).
+      for (const [step, count] of [
+        [1, 1],
+        [2, 6],
+      ] as const) {
+        const messages = (await other.loadState("run_1")).messages.map((m) => JSON.parse(m) as { role: string; content: string });
+        for (let n = 0; n < count; n++) messages.push({ role: "assistant", content: `step ${step} message ${n} "quoted" \\ ✓` });
+        const snapshot = writer.prepare({ messages, vars: { step } }, step, 10 + step);
+        const result = await worker.update({
+          runId: "run_1",
+          expect: { epoch },
+          set: { step },
+          journal: Array.from({ length: count }, (_, n) => ({ type: "call.completed" as const, at: 10 + step, callSeq: step * 10 + n, data: { step, n, text: "a \"b\"" } })),
+          snapshot,
+        });
+        expect(result.ok).toBe(true);
+        writer.commit();
+      }
+      const journal = await other.readJournal("run_1");
+      expect(journal.map((e) => e.seq)).toEqual(journal.map((_, n) => n + 1));
+      expect(journal.slice(2).map((e) => [e.callSeq, e.data])).toEqual([
+        [10, { step: 1, n: 0, text: 'a "b"' }],
+        ...Array.from({ length: 6 }, (_, n) => [20 + n, { step: 2, n, text: 'a "b"' }]),
+      ]);
+      const state = await other.loadState("run_1");
+      expect(state.head.step).toBe(2);
+      expect(JSON.parse(state.varsJson)).toEqual({ step: 2 });
+      expect(state.messages.map((m) => (JSON.parse(m) as { content: string }).content)).toEqual([
+        'step 1 message 0 "quoted" \\ ✓',
+        ...Array.from({ length: 6 }, (_, n) => `step 2 message ${n} "quoted" \\ ✓`),
+      ]);
+      // Another worker took the run over: this one's next step is refused and changes nothing.
+      await other.update({ runId: "run_1", claim: { workerId: "w2", until: 20_000 }, journal: [{ type: "recovery", at: 30, data: {} }] });
+      const refused = await worker.update({ runId: "run_1", expect: { epoch }, set: { step: 3 }, journal: [{ type: "call.completed", at: 31, callSeq: 30, data: {} }] });
+      expect(refused.ok).toBe(false);
+      expect(refused.run.epoch).toBe(epoch + 1);
+      expect((await other.readJournal("run_1")).at(-1)?.type).toBe("recovery");
+      expect(await other.getRun("run_1")).toMatchObject({ step: 2 });
+    } finally {
+      await worker.close();
+      await db.cleanup();
+    }
+  });
+
   it("renews the leases due together, each only for its holder, including a run another process wrote meanwhile", async () => {
     const db = tempPostgres();
     try {
