@@ -64,16 +64,14 @@ export class RunClaims {
     try {
       const now = this.ctx.clock.now();
       const store = this.ctx.store;
-      const halts = await store.listHalts();
       const room = this.concurrency - this.size;
       if (room <= 0) return;
-      const wanted = (run: RunRecord) => this.wanted(run, halts);
       if (store.claimRuns) {
         // The store locks what it hands out: workers looking at once get different runs.
         const claiming: string[] = [];
         try {
-          const claimed = await store.claimRuns(now, Math.min(room, 50), (run) => {
-            const update = wanted(run) ? this.claimUpdate(run, now) : undefined;
+          const claimed = await store.claimRuns(now, Math.min(room, 50), (run, halts) => {
+            const update = this.wanted(run, halts) ? this.claimUpdate(run, now) : undefined;
             if (update) {
               this.beingClaimed.add(run.id);
               claiming.push(run.id);
@@ -86,9 +84,10 @@ export class RunClaims {
         }
         return;
       }
+      const halts = await store.listHalts();
       for (const run of await store.findClaimable(now, Math.min(room, 50))) {
         if (this.size >= this.concurrency) break;
-        if (wanted(run)) await this.tryClaim(run);
+        if (this.wanted(run, halts)) await this.tryClaim(run);
       }
     } catch {
       // The next tick tries again.

@@ -511,9 +511,10 @@ export interface Store {
    * Optional: claims up to `limit` runs `findClaimable` would return, in one transaction that
    * locks them and skips any another worker is claiming at that moment (PostgreSQL's
    * `FOR UPDATE SKIP LOCKED`), so workers looking together get different runs. `plan` turns each
-   * into its claiming update (undefined leaves it), applied as `update` would.
+   * into its claiming update (undefined leaves it), applied as `update` would, given the halts in
+   * force (read only when there is a run to claim: a look that finds none costs one statement).
    */
-  claimRuns?(now: number, limit: number, plan: (run: RunRecord) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]>;
+  claimRuns?(now: number, limit: number, plan: (run: RunRecord, halts: readonly HaltRecord[]) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]>;
 
   /** The run's rows and bytes in the store; undefined for an unknown run. */
   runStorage(runId: string): Promise<RunStorage | undefined>;

@@ -3,7 +3,7 @@ import { SnapshotWriter } from "../engine/snapshot.js";
 import { storeConformance } from "../testing/store-conformance.js";
 import { tempPostgres } from "../testing/temp-postgres.js";
 import pg from "pg";
-import type { RunRecord } from "../engine/store.js";
+import type { HaltRecord, RunRecord } from "../engine/store.js";
 import { migrations } from "./pg-schema.js";
 import { PostgresStore } from "./pg-store.js";
 
@@ -241,8 +241,8 @@ describe("PostgresStore", () => {
         [1, 1],
         [2, 6],
       ] as const) {
-        const messages = (await other.loadState("run_1")).messages.map((m) => JSON.parse(m) as { role: string; content: string });
-        for (let n = 0; n < count; n++) messages.push({ role: "assistant", content: `step ${step} message ${n} "quoted" \\ ✓` });
+        const messages = (await other.loadState("run_1")).messages.map((m) => JSON.parse(m) as { role: "assistant"; content: string });
+        for (let n = 0; n < count; n++) messages.push({ role: "assistant" as const, content: `step ${step} message ${n} "quoted" \\ ✓` });
         const snapshot = writer.prepare({ messages, vars: { step } }, step, 10 + step);
         const result = await worker.update({
           runId: "run_1",
@@ -276,6 +276,40 @@ describe("PostgresStore", () => {
       expect(await other.getRun("run_1")).toMatchObject({ step: 2 });
     } finally {
       await worker.close();
+      await db.cleanup();
+    }
+  });
+
+  it("loads a snapshot's messages with its row for a short history and on their own for a long one, checked the same way", async () => {
+    const db = tempPostgres();
+    const store = await db.open().open();
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      // 3 messages (read with the snapshot's row) and 70 (more than that statement takes).
+      for (const count of [3, 70]) {
+        const id = `run_${count}`;
+        const { writer, write } = SnapshotWriter.forNewRun({ messages: [], vars: {} }, 0, 0);
+        await store.createRun(
+          { id, agent: "x", agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 0 },
+          write,
+          [{ type: "run.created", at: 0, data: {} }],
+        );
+        writer.commit();
+        const messages = Array.from({ length: count }, (_, n) => ({ role: "user" as const, content: `message ${n}: "q" \\ \u0001 ✓ 😀` }));
+        await store.update({ runId: id, set: { step: 1 }, journal: [{ type: "call.completed", at: 1, callSeq: 1, data: {} }], snapshot: writer.prepare({ messages, vars: { count } }, 1, 1) });
+        expect((await store.loadState(id)).messages.map((m) => JSON.parse(m) as unknown)).toEqual(messages);
+        // A byte changed in the last message, then a message gone: refused, naming the run.
+        const q = (text: string, params: unknown[]) => client.query(text.replaceAll("S.", `"${db.schema}".`), params);
+        const last = (await q("SELECT body FROM S.messages WHERE run_id = $1 AND idx = $2", [id, count - 1])).rows[0].body as string;
+        await q("UPDATE S.messages SET body = $3 WHERE run_id = $1 AND idx = $2", [id, count - 1, last.replace("message", "massage")]);
+        await expect(store.loadState(id)).rejects.toThrow(`run ${id} cannot resume: its snapshot is corrupt (message ${count - 1} before snapshot`);
+        await q("DELETE FROM S.messages WHERE run_id = $1 AND idx = $2", [id, 1]);
+        await expect(store.loadState(id)).rejects.toThrow(`holds ${count} messages but ${count - 1} are stored`);
+      }
+    } finally {
+      await client.end();
+      await store.close();
       await db.cleanup();
     }
   });
@@ -342,6 +376,34 @@ describe("PostgresStore", () => {
         expect((await a.readJournal(id)).map((e) => e.type)).toEqual(["run.created", "status"]);
       }
       expect(await a.claimRuns(100, 12, plan("wa"))).toEqual([]);
+    } finally {
+      await db.cleanup();
+    }
+  });
+
+  it("claims with the halts in force in hand, and plans nothing when there is no run to claim", async () => {
+    const db = tempPostgres();
+    const store = await db.open().open();
+    try {
+      const seen: string[][] = [];
+      const plan = (run: RunRecord, halts: readonly HaltRecord[]) => {
+        seen.push(halts.map((h) => `${h.scope} by ${h.actor} at ${h.at}: ${h.reason}`));
+        return halts.some((h) => h.scope === `agent:${run.agent}`) ? undefined : { claim: { workerId: "w", until: 10_000 }, set: { status: "running" as const }, journal: [{ type: "status" as const, at: 100, data: {} }] };
+      };
+      expect(await store.claimRuns(100, 10, plan)).toEqual([]);
+      expect(seen).toEqual([]);
+      await store.setHalt({ scope: "agent:x", actor: "ops", reason: "incident 7", at: 50 });
+      for (const [i, agent] of ["x", "y"].entries()) {
+        await store.createRun(
+          { id: `run_${agent}`, agent, agentVersion: "1", owner: "o", status: "queued", input: {}, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: i },
+          SnapshotWriter.forNewRun({ messages: [], vars: {} }, i, 0).write,
+          [{ type: "run.created", at: i, data: {} }],
+        );
+      }
+      const claimed = await store.claimRuns(100, 10, plan);
+      expect(claimed.map((r) => r.run.id)).toEqual(["run_y"]);
+      expect(seen).toEqual([["agent:x by ops at 50: incident 7"], ["agent:x by ops at 50: incident 7"]]);
+      expect((await store.getRun("run_x"))?.status).toBe("queued");
     } finally {
       await db.cleanup();
     }

@@ -769,8 +769,12 @@ export class PostgresStore implements Store {
       params.push(options.atStep);
       atStep = " AND snap_step <= $2";
     }
-    const { rows } = await this.query<SnapshotRow>(
-      `SELECT ${columns} FROM ${this.s}.journal WHERE run_id = $1 AND snap_seq IS NOT NULL${atStep} ORDER BY seq DESC LIMIT 1`,
+    // A short history's messages come with the snapshot's row (a run starting or early on: one
+    // statement, not two); a longer one's are read as rows of their own, cheaper to take apart.
+    const { rows } = await this.query<SnapshotRow & { messages: string | null }>(
+      `SELECT ${columns}, CASE WHEN msg_count <= ${inlineMessages} THEN
+         (SELECT coalesce(json_agg(json_build_array(m.idx, m.body, m.crc) ORDER BY m.idx), '[]') FROM ${this.s}.messages m WHERE m.run_id = $1 AND m.idx < j.msg_count)::text END AS messages
+       FROM ${this.s}.journal j WHERE run_id = $1 AND snap_seq IS NOT NULL${atStep} ORDER BY seq DESC LIMIT 1`,
       params,
     );
     const row = rows[0];
@@ -787,11 +791,14 @@ export class PostgresStore implements Store {
       vars = { vars: varsRow?.vars ?? null, snap_seq: varsRow?.snap_seq ?? null };
     }
     if (vars.vars === null || vars.snap_seq === null) throw new SnapshotCorruptError(runId, `the vars of snapshot ${row.snap_seq} are missing`);
-    const messages = await this.query<StoredMessageRow>(`SELECT idx, body, crc FROM ${this.s}.messages WHERE run_id = $1 AND idx < $2 ORDER BY idx`, [runId, row.msg_count]);
-    if (messages.rows.length !== row.msg_count) {
-      throw new SnapshotCorruptError(runId, `snapshot ${row.snap_seq} holds ${row.msg_count} messages but ${messages.rows.length} are stored`);
+    const messages =
+      row.messages !== null
+        ? (JSON.parse(row.messages) as [number, string, number | null][]).map(([idx, body, crc]) => ({ idx, body, crc }))
+        : (await this.query<StoredMessageRow>(`SELECT idx, body, crc FROM ${this.s}.messages WHERE run_id = $1 AND idx < $2 ORDER BY idx`, [runId, row.msg_count])).rows;
+    if (messages.length !== row.msg_count) {
+      throw new SnapshotCorruptError(runId, `snapshot ${row.snap_seq} holds ${row.msg_count} messages but ${messages.length} are stored`);
     }
-    const damagedMessage = messages.rows.find((m) => !pgMessageIntact(runId, m));
+    const damagedMessage = messages.find((m) => !pgMessageIntact(runId, m));
     if (damagedMessage) throw new SnapshotCorruptError(runId, `message ${damagedMessage.idx} before snapshot ${row.snap_seq} fails its checksum`);
     return {
       head: {
@@ -806,7 +813,7 @@ export class PostgresStore implements Store {
         entrySeq: row.seq,
       },
       varsJson: vars.vars,
-      messages: messages.rows.map((m) => m.body),
+      messages: messages.map((m) => m.body),
     };
   }
 
@@ -866,7 +873,7 @@ export class PostgresStore implements Store {
   async findClaimable(now: number, limit: number): Promise<RunRecord[]> {
     const { rows } = await this.query<StoredRunRow>(
       `SELECT ${pgRunColumns} FROM ${this.s}.runs
-       WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
+       WHERE ${claimable}
        ORDER BY updated_at, id LIMIT $2`,
       [now, limit],
     );
@@ -944,8 +951,16 @@ export class PostgresStore implements Store {
     }
   }
 
-  async claimRuns(now: number, limit: number, plan: (run: RunRecord) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]> {
-    await this.ready;
+  async claimRuns(now: number, limit: number, plan: (run: RunRecord, halts: readonly HaltRecord[]) => Omit<RunUpdate, "runId"> | undefined): Promise<UpdateResult[]> {
+    // First one statement that reads the halts only when there is a run to claim: once a worker's
+    // runs are under way its looks (one as each run ends) find none, and cost no transaction.
+    const found = await this.query<{ halts: string }>(
+      `SELECT coalesce((SELECT json_agg(json_build_object('scope', scope, 'actor', actor, 'reason', reason, 'at', at) ORDER BY at) FROM ${this.s}.halts), '[]')::text AS halts
+       WHERE EXISTS (SELECT 1 FROM ${this.s}.runs WHERE ${claimable})`,
+      [now],
+    );
+    if (found.rows.length === 0) return [];
+    const halts = JSON.parse(found.rows[0].halts) as HaltRecord[];
     const client = await this.pool.connect().catch((error: unknown) => {
       throw storeError("PostgreSQL store", error);
     });
@@ -954,7 +969,7 @@ export class PostgresStore implements Store {
       await client.query("BEGIN");
       const { rows } = await this.query<StoredRunRow>(
         `SELECT ${pgRunColumns} FROM ${this.s}.runs
-         WHERE status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))
+         WHERE ${claimable}
          ORDER BY updated_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`,
         [now, limit],
         client,
@@ -963,7 +978,7 @@ export class PostgresStore implements Store {
         // A damaged row is passed over, as in `findClaimable`.
         if (!pgRunIntact(row)) continue;
         const current = JSON.parse(row.doc) as RunRecord;
-        const update = plan(current);
+        const update = plan(current, halts);
         if (!update || !expectationsHold(current, update.expect)) continue;
         const { written } = await this.tryUpdate({ ...update, runId: row.id }, current, row.vars_seq, client);
         if (written) results.push(written);
@@ -1100,6 +1115,10 @@ export class PostgresStore implements Store {
 
 /** Steps written in one statement at most. */
 const maxStepBatch = 64;
+/** The most messages `loadState` reads with the snapshot's row, as one JSON value. */
+const inlineMessages = 64;
+/** The runs a worker may take (`findClaimable`), the time now as $1: queued, or active with no live lease. */
+const claimable = `status = 'queued' OR (status IN ('running', 'pausing', 'cancelling') AND (lease_until IS NULL OR lease_until < $1))`;
 /** The most journal rows (and messages) a step written alone takes as parameters of their own. */
 const maxSingleRows = 4;
 
