@@ -336,17 +336,31 @@ function checkLedger(run: RunRecord, journal: readonly JournalEntry[], ledger: R
     const starts = startsOf.get(c.key) ?? 0;
     if (attempts < 1 || attempts > starts) problems.push(v("ledger", `compensation ${c.key} ran ${attempts} times, started ${starts} times in the journal`));
   }
-  const wasHalted = journal.some((e) => e.type === "status" && e.data.to === "halted");
-  // What a person needs to tell why (seen once in CI, not reproduced): the journal around the starts.
-  const around = (key: string) => {
-    const seq = Number(key.split(":")[1]);
-    const notes = journal
-      .filter((e) => (e.callSeq === seq && e.type.startsWith("compensation.")) || (e.type === "recovery" && e.data.previousWorker !== undefined) || (e.type === "status" && e.data.to === "cancelling"))
-      .map((e) => `${e.seq} ${e.type}${e.type === "compensation.started" ? ` attempt ${String(e.data.attempt)}` : ""}${e.type === "recovery" ? ` from ${String(e.data.previousWorker)} to ${String(e.data.worker)}` : ""}`);
-    return notes.join("; ");
-  };
-  for (const [key, starts] of startsOf) {
-    if (starts > 1 && !wasHalted) problems.push(v("compensation", `compensation ${key} started ${starts} times in a run never halted (${around(key)})`));
+  // A compensation starts again only after something the design allows: its attempt failed
+  // (retried with backoff), another worker took the run over (the lease ran out mid-undo: the
+  // undo runs again with its key), or a halt stopped it. A start again with none of those before
+  // it is a violation, shown with the journal around it.
+  const around = (callSeq: number) =>
+    journal
+      .filter((e) => (e.callSeq === callSeq && e.type.startsWith("compensation.")) || takeover(e) || (e.type === "status" && (e.data.to === "cancelling" || e.data.to === "halted")))
+      .map((e) => `${e.seq} ${e.type}${e.type === "compensation.started" ? ` attempt ${String(e.data.attempt)}` : ""}${takeover(e) ? ` from ${String(e.data.previousWorker)} to ${String(e.data.worker)}` : ""}`)
+      .join("; ");
+  const starts = journal.filter((e) => e.type === "compensation.started");
+  for (const [i, start] of starts.entries()) {
+    const before = starts.slice(0, i).findLast((e) => e.callSeq === start.callSeq);
+    if (!before) continue;
+    const between = journal.filter((e) => e.seq > before.seq && e.seq < start.seq);
+    const explained = between.some(
+      (e) => (e.type === "compensation.failed" && e.callSeq === start.callSeq && e.data.final === false) || takeover(e) || (e.type === "status" && e.data.to === "halted"),
+    );
+    if (!explained) {
+      problems.push(v("compensation", `compensation ${run.id}:${start.callSeq}:compensate started again (entry ${start.seq}) with no failed attempt, takeover or halt since entry ${before.seq} (${around(start.callSeq!)})`));
+    }
   }
   return problems;
+}
+
+/** Another worker took the run over (its lease had run out, or its process was gone). */
+function takeover(entry: JournalEntry): boolean {
+  return entry.type === "recovery" && entry.data.previousWorker !== undefined;
 }

@@ -93,14 +93,25 @@ describe("the soak checker", () => {
       ],
     });
     await store.update({ runId: done.id, set: { status: "pausing" }, journal: [{ type: "status", at: run!.updatedAt, data: { from: "completed", to: "pausing" } }] });
+    // An undo (of a call of its own, 998) started again with nothing before it that allows it;
+    // then once more after another worker took the run over, which is allowed.
+    const at = run!.updatedAt;
+    const start = (attempt: number) => ({ type: "compensation.started" as const, at, callSeq: 998, data: { tool: "publish_draft", attempt } });
+    const planted = await store.update({
+      runId: cancelled.id,
+      journal: [start(1), start(2), { type: "recovery", at, data: { previousWorker: "worker_a", worker: "worker_b", status: "cancelling" } }, start(3)],
+    });
+    if (!planted.ok) throw new Error("the planted entries were not written");
+    const [unexplained, takenOver] = [planted.journal[1].seq, planted.journal[3].seq];
 
-    const planted = await checkSoak(store, ledger, [done.id, cancelled.id]);
-    const found = planted.violations.map(describeViolation);
+    const found = (await checkSoak(store, ledger, [done.id, cancelled.id])).violations.map(describeViolation);
     expect(found).toContainEqual(expect.stringMatching(`\\[ledger\\] ${done.id}: .*append_log ${append!.key} happened 2 times`));
     expect(found).toContainEqual(expect.stringMatching(`\\[ledger\\] ${cancelled.id}: .*compensation ${compensation.key} ran 2 times`));
     expect(found).toContainEqual(expect.stringMatching(`\\[stuck\\] ${done.id}: .*left pausing`));
     expect(found).toContainEqual(expect.stringMatching(`\\[call-lifecycle\\] ${done.id}: .*tool call 999 \\(record_fact\\) ended call.aborted`));
     expect(found).toContainEqual(expect.stringMatching(`\\[status-history\\] ${done.id}: .*completed → pausing is not a legal edge`));
+    expect(found).toContainEqual(expect.stringMatching(`\\[compensation\\] ${cancelled.id}: .*compensation ${cancelled.id}:998:compensate started again \\(entry ${unexplained}\\) with no failed attempt, takeover or halt`));
+    expect(found.filter((f) => f.includes(`(entry ${takenOver})`))).toEqual([]);
     await store.close();
     ledger.close();
   }, 60_000);
