@@ -420,19 +420,7 @@ export class PostgresStore implements Store {
     if (via === undefined && lane === undefined && !notify && simple && update.expect?.epoch !== undefined) {
       return this.stepTogether({ runId: update.runId, prev: current.version, fence: update.expect.epoch, record, doc, crc, plan, newer });
     }
-    const params: unknown[] = [
-      update.runId,
-      current.version,
-      doc,
-      record.status,
-      record.updatedAt,
-      record.lease?.until ?? null,
-      record.epoch,
-      record.version,
-      plan.varsSeq,
-      updatedBucket(record.updatedAt),
-      crc,
-    ];
+    const params: unknown[] = [update.runId, current.version, ...runRowValues(record, plan.varsSeq, doc, crc)];
     let fence = "";
     if (update.expect?.epoch !== undefined) {
       params.push(update.expect.epoch);
@@ -599,20 +587,7 @@ export class PostgresStore implements Store {
     const { record, plan } = step;
     const messages = plan.messages?.bodies.length ?? 0;
     if (plan.rows.length > maxSingleRows || messages > maxSingleRows) return undefined;
-    const params: unknown[] = [
-      record.id,
-      step.prev,
-      step.fence,
-      step.doc,
-      record.status,
-      record.updatedAt,
-      record.lease?.until ?? null,
-      record.epoch,
-      record.version,
-      plan.varsSeq,
-      updatedBucket(record.updatedAt),
-      step.crc,
-    ];
+    const params: unknown[] = [record.id, step.prev, step.fence, ...runRowValues(record, plan.varsSeq, step.doc, step.crc)];
     for (const row of plan.rows) {
       params.push(row.seq, row.type, row.at, row.call_seq, row.data, row.snap_seq ?? null, row.snap_step ?? null, row.msg_count ?? null, row.chain ?? null);
       params.push(row.checksum ?? null, row.schema_version ?? null, row.snap_at ?? null, row.vars ?? null, row.vars_seq ?? null, row.crc);
@@ -1263,6 +1238,11 @@ interface SnapshotRow {
   snap_at: number | null;
   vars: string | null;
   vars_seq: number | null;
+}
+
+/** A run row's values as a write sets them: doc, status, updated_at, lease_until, epoch, version, vars_seq, updated_bucket, crc. */
+function runRowValues(record: RunRecord, varsSeq: number, doc: string, crc: number): unknown[] {
+  return [doc, record.status, record.updatedAt, record.lease?.until ?? null, record.epoch, record.version, varsSeq, updatedBucket(record.updatedAt), crc];
 }
 
 const statementNames = new Map<string, string>();
