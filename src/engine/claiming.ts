@@ -25,6 +25,8 @@ export class RunClaims {
    * this process's own lease on it and claim it a second time, fencing off its own executor.
    */
   private readonly beingClaimed = new Set<string>();
+  /** Places held by runs being created claimed by this process (`claimNew`), until they execute here. */
+  private creating = 0;
   private readonly resourceHolders = new Map<string, ResourceHolder>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
@@ -166,6 +168,27 @@ export class RunClaims {
     return this.leaseFor(now);
   }
 
+  /**
+   * The lease for a run this process is about to create, so that its creation claims it (one
+   * write for both, and its first snapshot handed over rather than read back); undefined when
+   * this worker could not execute it at once (full, closed, the agent not here), and it is
+   * created queued instead. Holds a place, and names the run as being claimed (an orphan look
+   * must not take it meanwhile), until `createdClaimed`.
+   */
+  claimNew(runId: string, agent: string, now: number): NonNullable<RunUpdate["claim"]> | undefined {
+    if (this.state.closed() || this.size >= this.concurrency || !this.ctx.agents.has(agent)) return undefined;
+    this.creating += 1;
+    this.beingClaimed.add(runId);
+    return this.leaseFor(now);
+  }
+
+  /** The run `claimNew` leased is written (`run`: it executes now) or failed to be (the place is given back). */
+  createdClaimed(runId: string, run?: RunRecord): void {
+    this.creating -= 1;
+    this.beingClaimed.delete(runId);
+    if (run) this.executeClaimed(run);
+  }
+
   /** This worker's lease from `now`, naming its process when the runtime has a probe. */
   private leaseFor(now: number): NonNullable<RunUpdate["claim"]> {
     const holder = this.ctx.processProbe?.self;
@@ -237,9 +260,9 @@ export class RunClaims {
     };
   }
 
-  /** Runs executed or being checked here: what `concurrency` bounds. */
+  /** Runs executed, being checked or being created claimed here: what `concurrency` bounds. */
   get size(): number {
-    return this.executors.size + this.checking.size;
+    return this.executors.size + this.checking.size + this.creating;
   }
 
   /** Executes a run this worker has just claimed, after the checks it needs first (claim-checks.ts). */

@@ -125,30 +125,66 @@ describe("orphaned runs of a lease holder that is gone", () => {
 });
 
 describe("this process's own claims", () => {
-  it("a look for orphans while this process's claim of a run is being written leaves the run to that claim: one claim, no recovery entry", async () => {
+  /**
+   * The claim commits; before the claimer goes on, a look for orphans reads the run (this
+   * process's live lease on it), which is what startWorker's first look does on a busy loop. A
+   * run a worker with room starts is created claimed (`createRun` with a lease); one started
+   * while the worker is full is created queued and claimed by an `update` once a place frees.
+   */
+  function lookWhileClaimWritten(harnessed: Harness): { looked(): boolean } {
+    const store = harnessed.store;
+    let looked = false;
+    const look = async () => {
+      looked = true;
+      harnessed.runtime.startWorker();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    };
+    const create = store.createRun.bind(store);
+    store.createRun = async (run, initial, journal) => {
+      const created = await create(run, initial, journal);
+      if (run.claim && !looked) await look();
+      return created;
+    };
+    const write = store.update.bind(store);
+    store.update = async (update) => {
+      const result = await write(update);
+      if (update.claim && !looked) await look();
+      return result;
+    };
+    return { looked: () => looked };
+  }
+
+  it("a look for orphans while this process's creation of a run it claims is being written leaves the run to that claim: one claim, no recovery entry", async () => {
     const ledger = new Ledger();
     const agent = sequenceAgent({ name: "writer", tools: [effectTool({ name: "receipt", ledger })], steps: [{ tool: "receipt", input: { id: "order-1" } }] });
     h = harness([agent], { leaseMs, processProbe: fakeProbe("first", new Set()) });
-    const store = h.store;
-    const write = store.update.bind(store);
-    let looked = false;
-    // The claim commits; before the claimer goes on, a look for orphans reads the run (this
-    // process's live lease on it) — what startWorker's first look does on a busy loop.
-    store.update = async (update) => {
-      const result = await write(update);
-      if (update.claim && !looked) {
-        looked = true;
-        h!.runtime.startWorker();
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      return result;
-    };
+    const probe = lookWhileClaimWritten(h);
     const run = await h.runtime.start("writer", null);
+    expect(run).toMatchObject({ status: "running", epoch: 1, lease: { workerId: "worker-a" } });
     const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
-    expect(looked).toBe(true);
+    expect(probe.looked()).toBe(true);
     expect(done.status).toBe("completed");
     expect(done.epoch).toBe(1);
     expect((await journalOf(run.id)).filter((e) => e.type === "recovery")).toEqual([]);
     expect(ledger.executionsOf("receipt")).toBe(1);
+  });
+
+  it("a look for orphans while this process's claim of a queued run (a fork) is being written leaves the run to that claim: one claim, no recovery entry", async () => {
+    const ledger = new Ledger();
+    const agent = sequenceAgent({ name: "writer", tools: [effectTool({ name: "receipt", ledger })], steps: [{ tool: "receipt", input: { id: "order-1" } }] });
+    h = harness([agent], { leaseMs, processProbe: fakeProbe("first", new Set()) });
+    const source = await h.runtime.start("writer", null);
+    expect((await h.runtime.waitFor(source.id, ["completed"], { timeoutMs: 20_000 })).status).toBe("completed");
+    const probe = lookWhileClaimWritten(h);
+    // A fork is created queued, and claimed by an update of its own.
+    const run = await h.runtime.fork(source.id, { fromStep: 0 });
+    expect(run).toMatchObject({ status: "queued", epoch: 0, lease: null });
+    const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(probe.looked()).toBe(true);
+    expect(done.status).toBe("completed");
+    expect(done.epoch).toBe(1);
+    expect((await journalOf(run.id)).filter((e) => e.type === "recovery")).toEqual([]);
+    // One receipt for each run.
+    expect(ledger.executionsOf("receipt")).toBe(2);
   });
 });

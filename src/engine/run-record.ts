@@ -3,6 +3,7 @@ import { zeroUsage } from "./usage.js";
 
 /** Helpers every store shares, so the meaning of an update is defined once. */
 export function newRunRecord(run: NewRun): RunRecord {
+  const { claim } = run;
   return {
     id: run.id,
     agent: run.agent,
@@ -19,7 +20,7 @@ export function newRunRecord(run: NewRun): RunRecord {
     usage: { ...zeroUsage },
     budgets: run.budgets,
     activeMs: 0,
-    runningSince: null,
+    runningSince: run.status === "running" ? run.createdAt : null,
     journalSeq: 0,
     snapshotSeq: 0,
     snapshotAt: run.createdAt,
@@ -30,8 +31,9 @@ export function newRunRecord(run: NewRun): RunRecord {
     report: null,
     forkedFrom: run.forkedFrom,
     pauseMode: null,
-    lease: null,
-    epoch: 0,
+    // Created claimed: the lease a first claim takes (see `applyRunPatch`).
+    lease: claim ? { workerId: claim.workerId, epoch: 1, until: claim.until, ...(claim.holder ? { holder: claim.holder } : {}) } : null,
+    epoch: claim ? 1 : 0,
     version: 1,
     createdAt: run.createdAt,
     updatedAt: run.createdAt,

@@ -27,7 +27,8 @@ import type { RunStatus } from "./status.js";
 import type { ApprovalRequest, CommandRecord, DamagedRun, EffectRecord, JournalEntry, JournalInput, PruneOptions, PruneReport, RunFilter, RunRecord, RunStorage, SteeringMessage, Store } from "./store.js";
 import type { AgentState } from "./state.js";
 import { versionCompatible } from "./version-pin.js";
-import { SnapshotHandoff } from "./snapshot-handoff.js";
+import { createdSnapshot, SnapshotHandoff } from "./snapshot-handoff.js";
+import { statusEntry } from "./status-entry.js";
 
 export type { CancelOptions, CancelPreview } from "./cancel-command.js";
 export type { ControlOptions } from "./control-command.js";
@@ -328,26 +329,39 @@ export class Runtime {
     const { write } = SnapshotWriter.forNewRun(state, now);
     const id = this.ctx.ids("run");
     const owner = options.owner ?? "local";
+    // A worker with room creates the run claimed, and executes it at once.
+    const claim = this.isWorker && !this.closed ? this.claims.claimNew(id, agent.name, now) : undefined;
     const created: JournalInput[] = [{ type: "run.created", at: now, data: { agent: agent.name, version: agent.version, owner } }];
-    const run = await this.store.createRun(
-      {
-        id,
-        agent: agent.name,
-        agentVersion: agent.version,
-        owner,
-        status: "queued",
-        input: checkedInput,
-        model: options.model ?? null,
-        budgets: { ...defaultBudgets, ...agent.budgets, ...options.budgets },
-        forkedFrom: null,
-        step: 0,
-        createdAt: now,
-      },
-      write,
-      created,
-    );
+    if (claim) created.push(statusEntry(now, "queued", "running"));
+    let run: RunRecord;
+    try {
+      run = await this.store.createRun(
+        {
+          id,
+          agent: agent.name,
+          agentVersion: agent.version,
+          owner,
+          status: claim ? "running" : "queued",
+          input: checkedInput,
+          model: options.model ?? null,
+          budgets: { ...defaultBudgets, ...agent.budgets, ...options.budgets },
+          forkedFrom: null,
+          step: 0,
+          createdAt: now,
+          ...(claim ? { claim } : {}),
+        },
+        write,
+        created,
+      );
+    } catch (error) {
+      if (claim) this.claims.createdClaimed(id);
+      throw error;
+    }
     this.publishCreated(id, created);
-    if (this.isWorker && !this.closed) this.claims.claimSoon(run);
+    if (claim) {
+      this.ctx.snapshots.offer(id, createdSnapshot(run, write), write.head.chain);
+      this.claims.createdClaimed(id, run);
+    } else if (this.isWorker && !this.closed) this.claims.claimSoon(run);
     return run;
   }
 

@@ -360,6 +360,11 @@ export interface NewRun {
   /** The step of the initial snapshot (a fork starts at the step it was taken from). */
   step: number;
   createdAt: number;
+  /**
+   * Created already claimed by the worker that creates it (status `running`): its lease, fencing
+   * epoch 1, as a claim's `update` would write it. One write instead of a create and a claim.
+   */
+  claim?: RunUpdate["claim"];
 }
 
 export interface RunUpdate {

@@ -208,9 +208,11 @@ export class PostgresStore implements Store {
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
     const row = runRowOf(plan.record, plan.varsSeq, doc);
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row)];
+    // A run created claimed (`run.claim`) has its lease from the start.
+    const leaseUntil = plan.record.lease?.until ?? null;
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, leaseUntil, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row)];
     const ctes = [
-      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11) RETURNING id)`,
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, {}));
     await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);

@@ -111,6 +111,33 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(journal).toEqual([{ runId: run.id, seq: 1, type: "run.created", at: run.createdAt, data: { agent: "agent-a" } }]);
       });
 
+      it("creates a run claimed (`claim`): running from its creation, its lease at epoch 1, a worker's fenced step writes on, and no other worker claims it while the lease lives", async () => {
+        const createdAt = baseTime + 50;
+        const claim = { workerId: "w1", until: createdAt + 30_000, holder: { host: "h", pid: 7, nonce: "n1" } };
+        const run = newRun({ status: "running", claim, createdAt });
+        const { writer, write } = SnapshotWriter.forNewRun(state(1), createdAt);
+        const record = await store.createRun(run, write, [entry("run.created", createdAt, { agent: run.agent }), entry("status", createdAt, { from: "queued", to: "running" })]);
+        writer.commit();
+        expect(record).toMatchObject({ status: "running", runningSince: createdAt, epoch: 1, lease: { ...claim, epoch: 1 }, version: 1, journalSeq: 2, snapshotSeq: 1 });
+        expect(await store.getRun(run.id)).toEqual(record);
+        expect((await store.readJournal(run.id)).map((e) => [e.seq, e.type])).toEqual([
+          [1, "run.created"],
+          [2, "status"],
+        ]);
+        // The snapshot rides on the last entry of the creation.
+        const stored = await store.loadState(run.id);
+        expect(stored.head).toMatchObject({ seq: 1, step: 0, messageCount: 1 });
+        if (stored.head.entrySeq !== undefined) expect(stored.head.entrySeq).toBe(2);
+        expect(restoreState(run.id, stored).state).toEqual(state(1));
+        expect((await store.findClaimable(createdAt + 1, 10)).map((r) => r.id)).not.toContain(run.id);
+        expect((await store.findClaimable(claim.until + 1, 10)).map((r) => r.id)).toContain(run.id);
+        const step = await store.update({ runId: run.id, expect: { epoch: 1 }, set: { step: 1 }, journal: [stepEntry(1, createdAt + 1)], snapshot: writer.prepare(state(2), 1, createdAt + 1) });
+        expect(step.ok).toBe(true);
+        // Another worker's claim while the lease lives is refused.
+        const taken = await store.update({ runId: run.id, expect: { leaseFree: { now: createdAt + 2, workerId: "w2" } }, claim: { workerId: "w2", until: createdAt + 60_000 } });
+        expect(taken.ok).toBe(false);
+      });
+
       it("returns undefined for an unknown run id", async () => {
         expect(await store.getRun("run_missing")).toBeUndefined();
       });
