@@ -11,7 +11,7 @@ import { systemClock, type Clock } from "./clock.js";
 import { getRun, hasLiveLease, type ControlHost, type ControlOptions } from "./control-command.js";
 import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
-import { HaltedError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
+import { InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns, type HaltResult, type UnhaltResult } from "./halt-command.js";
 import type { ProcessProbe } from "./lease-holder.js";
@@ -305,15 +305,8 @@ export class Runtime {
     return agent;
   }
 
-  private async haltFor(agent: string): Promise<string | undefined> {
-    const halts = await this.store.listHalts();
-    return halts.find((h) => h.scope === "*" || h.scope === `agent:${agent}`)?.scope;
-  }
-
   async start(agentName: string, input: Json, options: StartOptions = {}): Promise<RunRecord> {
     const agent = this.agentFor(agentName);
-    const halt = await this.haltFor(agentName);
-    if (halt) throw new HaltedError(halt);
     let checkedInput = input;
     if (agent.input) {
       const parsed = agent.input.safeParse(input);
@@ -348,6 +341,8 @@ export class Runtime {
           forkedFrom: null,
           step: 0,
           createdAt: now,
+          // A halt refuses the start (`halted`) in the creation's own write.
+          refuseIfHalted: true,
           ...(claim ? { claim } : {}),
         },
         write,
@@ -378,8 +373,6 @@ export class Runtime {
   async fork(runId: string, options: ForkOptions): Promise<RunRecord> {
     const source = await this.get(runId);
     const agent = this.agentFor(source.agent);
-    const halt = await this.haltFor(agent.name);
-    if (halt) throw new HaltedError(halt);
     const moved = source.agentVersion !== agent.version;
     if (!options.currentVersion && !versionCompatible(agent, source.agentVersion)) throw new VersionMismatchError(runId, agent.name, source.agentVersion, agent.version, "fork");
     if (!Number.isInteger(options.fromStep) || options.fromStep < 0 || options.fromStep > source.step) {
@@ -406,6 +399,7 @@ export class Runtime {
         forkedFrom: { runId, step: options.fromStep },
         step: options.fromStep,
         createdAt: now,
+        refuseIfHalted: true,
       },
       write,
       created,

@@ -365,6 +365,12 @@ export interface NewRun {
    * epoch 1, as a claim's `update` would write it. One write instead of a create and a claim.
    */
   claim?: RunUpdate["claim"];
+  /**
+   * Refused with `halted` (`HaltedError`, naming the scope), nothing written, while a halt covers
+   * the run's agent (scope `*` or `agent:<name>`; the oldest of them is named): checked in the
+   * creation's own statement or transaction, so a start needs no read of the halts before it.
+   */
+  refuseIfHalted?: boolean;
 }
 
 export interface RunUpdate {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
+import { HaltedError, RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
 import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-record.js";
 import type {
   ApiTokenRecord,
@@ -210,12 +210,17 @@ export class PostgresStore implements Store {
     const row = runRowOf(plan.record, plan.varsSeq, doc);
     // A run created claimed (`run.claim`) has its lease from the start.
     const leaseUntil = plan.record.lease?.until ?? null;
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, leaseUntil, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row)];
+    // The halts that refuse it (none asked: no scope matches), read by the statement that inserts it.
+    const haltScopes = run.refuseIfHalted ? ["*", `agent:${run.agent}`] : [];
+    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, leaseUntil, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row), haltScopes];
     const ctes = [
-      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id)`,
+      `h AS (SELECT scope FROM ${this.s}.halts WHERE scope = ANY($13::text[]) ORDER BY at LIMIT 1)`,
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc)
+        SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::int, $8::int, $9::int, $10::text, $11::bigint, $12::bigint WHERE NOT EXISTS (SELECT 1 FROM h) RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, {}));
-    await this.query(`WITH ${ctes.join(",\n")} SELECT 1 FROM upd`, params);
+    const { rows } = await this.query<{ halted: string | null }>(`WITH ${ctes.join(",\n")} SELECT (SELECT scope FROM h) AS halted`, params);
+    if (rows[0]?.halted) throw new HaltedError(rows[0].halted);
     this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq, status: plan.record.status });
     return JSON.parse(doc) as RunRecord;
   }

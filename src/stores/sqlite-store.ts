@@ -1,7 +1,7 @@
 import Database from "better-sqlite3";
 import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
+import { HaltedError, RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
 import { emptyChain, extendChain } from "../engine/snapshot.js";
 import type {
   ApiTokenRecord,
@@ -86,6 +86,7 @@ const statementSql = {
      ON CONFLICT (run_id, call_seq) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at`,
   listEffects: "SELECT * FROM effects WHERE run_id = ? ORDER BY call_seq",
   listHalts: "SELECT * FROM halts ORDER BY at",
+  haltOver: "SELECT scope FROM halts WHERE scope IN ('*', ?) ORDER BY at LIMIT 1",
   setHalt: "INSERT INTO halts (scope, actor, reason, at) VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE SET actor = excluded.actor, reason = excluded.reason, at = excluded.at",
   clearHalt: "DELETE FROM halts WHERE scope = ?",
   dataVersion: "PRAGMA data_version",
@@ -222,6 +223,10 @@ export class SqliteStore implements Store {
   }
 
   private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): { rk: number; record: RunRecord } => {
+    if (run.refuseIfHalted) {
+      const halt = this.statements.haltOver.get(`agent:${run.agent}`) as { scope: string } | undefined;
+      if (halt) throw new HaltedError(halt.scope);
+    }
     const record = newRunRecord(run);
     const row: RunRow = { id: run.id, agent: run.agent, status: run.status, created_at: run.createdAt, updated_bucket: updatedBucket(run.createdAt), lease_until: null, vars_key: 0, doc: JSON.stringify(record) };
     const inserted = this.statements.insertRun.run(row.id, row.agent, row.status, row.created_at, row.updated_bucket, row.doc, sqliteRunChecksum(row));

@@ -511,6 +511,26 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(await store.clearHalt("*")).toBe(false);
         expect(await store.listHalts()).toEqual([{ scope: "agent:agent-a", actor: "root", reason: null, at: baseTime + 2 }]);
       });
+
+      it("refuses a creation that asks (`refuseIfHalted`) while a halt covers its agent, naming the oldest such halt and writing nothing; other agents, and creations that do not ask, go ahead", async () => {
+        await store.setHalt({ scope: "agent:agent-a", actor: "root", reason: null, at: baseTime + 2 });
+        await expectCode(create({ refuseIfHalted: true }), "halted");
+        const refused = `run_${String(counter).padStart(4, "0")}`;
+        expect(await store.getRun(refused)).toBeUndefined();
+        expect(await store.readJournal(refused)).toEqual([]);
+        const other = (await create({ agent: "agent-b", refuseIfHalted: true })).run;
+        expect(await store.getRun(other.id)).toMatchObject({ agent: "agent-b", status: "queued" });
+        expect((await create()).run.status).toBe("queued");
+        // Both scopes in force: the older one is named.
+        await store.setHalt({ scope: "*", actor: "ops", reason: "incident", at: baseTime + 1 });
+        const error = await create({ agent: "agent-b", refuseIfHalted: true }).catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: "halted", details: { scope: "*" } });
+        const both = await create({ refuseIfHalted: true }).catch((e: unknown) => e);
+        expect(both).toMatchObject({ code: "halted", details: { scope: "*" } });
+        await store.clearHalt("*");
+        await store.clearHalt("agent:agent-a");
+        expect((await create({ refuseIfHalted: true })).run.status).toBe("queued");
+      });
     });
 
     describe("findClaimable", () => {
