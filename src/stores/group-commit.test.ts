@@ -7,8 +7,9 @@ import type { NewRun } from "../engine/store.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 /**
- * Group commit on the SQLite store: the run updates made in one turn of the event loop share one
- * transaction, each keeps its own outcome, and none is acknowledged before it is committed.
+ * Group commit on the SQLite store: the run updates (and the run creations) made in one turn of
+ * the event loop share one transaction, each keeps its own outcome, and none is acknowledged
+ * before it is committed.
  */
 
 let dir: string;
@@ -128,5 +129,44 @@ describe("group commit (SQLite)", () => {
     await Promise.all(pending);
     store = new SqliteStore({ path });
     for (const runId of ids) expect((await store.getRun(runId))?.step).toBe(5);
+  });
+
+  it("150 runs created in one turn commit in four transactions, a timer that came due runs between two of them, and one refused by a halt is rolled back alone", async () => {
+    await store.setHalt({ scope: "agent:halted", actor: "ops", reason: null, at: 500 });
+    const before = transactions();
+    let atTimer = -1;
+    setTimeout(() => (atTimer = transactions()), 0);
+    const creations = Array.from({ length: 150 }, (_, i) => {
+      const agent = i === 70 ? "halted" : "a";
+      const run: NewRun = { id: `run_${i}`, agent, agentVersion: "1", owner: "o", status: "queued", input: i, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1000 + i, refuseIfHalted: true };
+      const { write } = SnapshotWriter.forNewRun({ messages: [{ role: "user", content: `run ${i}` }], vars: {} }, run.createdAt, 0);
+      return store.createRun(run, write, [{ type: "run.created", at: run.createdAt, data: {} }]);
+    });
+    const settled = await Promise.allSettled(creations);
+    // The first inline, then 64, 64 and 21 in the check phases of three turns.
+    const after = transactions();
+    expect(after - before).toBe(4);
+    expect(atTimer).toBeGreaterThan(before);
+    expect(atTimer).toBeLessThan(after);
+    expect(settled.filter((s) => s.status === "rejected").map((s) => (s as PromiseRejectedResult).reason)).toEqual([expect.objectContaining({ code: "halted" })]);
+    expect(settled[70].status).toBe("rejected");
+    expect(await store.getRun("run_70")).toBeUndefined();
+    for (const i of [0, 69, 71, 149]) {
+      expect(await store.getRun(`run_${i}`)).toMatchObject({ id: `run_${i}`, input: i, status: "queued" });
+      expect((await store.readJournal(`run_${i}`)).map((e) => e.type)).toEqual(["run.created"]);
+    }
+    expect((await store.listRuns({ limit: 1000 })).length).toBe(149);
+  });
+
+  it("close commits the creations still waiting for their turn", async () => {
+    const path = store.path;
+    const pending = Array.from({ length: 3 }, (_, i) => {
+      const run: NewRun = { id: `run_${i}`, agent: "a", agentVersion: "1", owner: "o", status: "queued", input: null, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: 1000 + i };
+      return store.createRun(run, SnapshotWriter.forNewRun({ messages: [], vars: {} }, run.createdAt, 0).write, [{ type: "run.created", at: run.createdAt, data: {} }]);
+    });
+    await store.close();
+    await Promise.all(pending);
+    store = new SqliteStore({ path });
+    for (let i = 0; i < 3; i++) expect(await store.getRun(`run_${i}`)).toMatchObject({ status: "queued" });
   });
 });

@@ -216,13 +216,39 @@ export class SqliteStore implements Store {
   }
 
   async createRun(run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): Promise<RunRecord> {
-    const { rk, record } = this.createRunSync(run, initial, journal);
+    const { rk, record } = await this.creates.submit({ run, initial, journal });
     // Only once committed: a rolled-back run has no key.
     this.runKeys.set(run.id, rk);
     return record;
   }
 
-  private createRunSync = this.wrapTransaction((run: NewRun, initial: SnapshotWrite, journal: JournalInput[]): { rk: number; record: RunRecord } => {
+  /**
+   * Run creations: those that arrive in one turn of the loop commit together, as updates do (see
+   * group-commit.ts). A burst of starts (a thousand in one turn) shares transactions of 64 and
+   * lets the loop turn between them, instead of holding it for every one.
+   */
+  private readonly creates = new GroupCommit<Creation, { rk: number; record: RunRecord }>(
+    (creation) => this.createSync(creation),
+    (creations) => this.createBatch(creations),
+  );
+
+  private createSync = this.wrapTransaction((creation: Creation) => this.applyCreate(creation));
+
+  private createBatch = this.wrapTransaction((creations: readonly Creation[]): Outcome<{ rk: number; record: RunRecord }>[] => {
+    // Each in its own savepoint: one refused (a halt) or failed is rolled back alone.
+    this.createInSavepoint ??= this.db.transaction(this.applyCreate);
+    return creations.map((creation) => {
+      try {
+        return { ok: true, value: this.createInSavepoint!(creation) };
+      } catch (error) {
+        return { ok: false, error: this.storeError(error) };
+      }
+    });
+  });
+
+  private createInSavepoint: Database.Transaction<(creation: Creation) => { rk: number; record: RunRecord }> | undefined;
+
+  private applyCreate = ({ run, initial, journal }: Creation): { rk: number; record: RunRecord } => {
     if (run.refuseIfHalted) {
       const halt = this.statements.haltOver.get(`agent:${run.agent}`) as { scope: string } | undefined;
       if (halt) throw new HaltedError(halt.scope);
@@ -235,7 +261,7 @@ export class SqliteStore implements Store {
     this.writeJournal(state, journal, initial);
     this.saveRecord(state, { status: "", bucket: -1 });
     return { rk, record: state.record };
-  });
+  };
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
     const row = this.statements.getRun.get(runId) as (StoredRunRow & { rk: number }) | undefined;
@@ -729,7 +755,10 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     // Writes waiting for their turn's commit are committed, not dropped.
-    if (this.db.open) this.updates.flushAll();
+    if (this.db.open) {
+      this.creates.flushAll();
+      this.updates.flushAll();
+    }
     clearInterval(this.watchTimer);
     this.watchTimer = undefined;
     this.watchers.clear();
@@ -790,4 +819,11 @@ function runsWhere(filter: RunFilter): { where: string; params: unknown[] } {
   }
   where.push("status != 'pruned'");
   return { where: where.join(" AND "), params };
+}
+
+/** What `createRun` writes, as one item of the creations committed together. */
+interface Creation {
+  run: NewRun;
+  initial: SnapshotWrite;
+  journal: JournalInput[];
 }
