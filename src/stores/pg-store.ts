@@ -208,15 +208,14 @@ export class PostgresStore implements Store {
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
     const row = runRowOf(plan.record, plan.varsSeq, doc);
-    // A run created claimed (`run.claim`) has its lease from the start.
-    const leaseUntil = plan.record.lease?.until ?? null;
     // The halts that refuse it (none asked: no scope matches), read by the statement that inserts it.
     const haltScopes = run.refuseIfHalted ? ["*", `agent:${run.agent}`] : [];
-    const params: unknown[] = [run.id, run.agent, run.status, run.createdAt, plan.record.updatedAt, leaseUntil, plan.record.epoch, plan.record.version, plan.varsSeq, doc, updatedBucket(plan.record.updatedAt), pgRunChecksum(row), haltScopes];
+    // The row's values as every write sets them (a run created claimed has its lease in them).
+    const params: unknown[] = [run.id, run.agent, run.createdAt, ...runRowValues(plan.record, plan.varsSeq, doc, pgRunChecksum(row)), haltScopes];
     const ctes = [
       `h AS (SELECT scope FROM ${this.s}.halts WHERE scope = ANY($13::text[]) ORDER BY at LIMIT 1)`,
-      `upd AS (INSERT INTO ${this.s}.runs (id, agent, status, created_at, updated_at, lease_until, epoch, version, vars_seq, doc, updated_bucket, crc)
-        SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::int, $8::int, $9::int, $10::text, $11::bigint, $12::bigint WHERE NOT EXISTS (SELECT 1 FROM h) RETURNING id)`,
+      `upd AS (INSERT INTO ${this.s}.runs (id, agent, created_at, doc, status, updated_at, lease_until, epoch, version, vars_seq, updated_bucket, crc)
+        SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::bigint, $7::bigint, $8::int, $9::int, $10::int, $11::bigint, $12::bigint WHERE NOT EXISTS (SELECT 1 FROM h) RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, {}));
     const { rows } = await this.query<{ halted: string | null }>(`WITH ${ctes.join(",\n")} SELECT (SELECT scope FROM h) AS halted`, params);
@@ -486,38 +485,8 @@ export class PostgresStore implements Store {
     this.steps.add(mine);
     if (await this.stepLane(mine)) {
       try {
-        const turn = await this.mainTurn({ runId: step.runId, check: () => mine.taken || step.newer.check() }).catch((error: unknown) => {
-          this.steps.delete(mine);
-          throw error;
-        });
-        if (!turn) {
-          if (!mine.taken) {
-            // A newer row came meanwhile: not sent.
-            this.steps.delete(mine);
-            return { current: this.cache.get(step.runId) ?? (await this.readRow(step.runId)) };
-          }
-        } else {
-          const batch: StepWrite[] = [];
-          for (const waiting of this.steps) {
-            if (batch.length >= maxStepBatch) break;
-            if (waiting !== mine && waiting.newer.check()) continue;
-            waiting.taken = true;
-            this.steps.delete(waiting);
-            batch.push(waiting);
-          }
-          if (!mine.taken) {
-            mine.taken = true;
-            this.steps.delete(mine);
-            batch.push(mine);
-          }
-          // The others taken leave the queue now rather than when their turn would have come.
-          this.dropWhere((waiting) => waiting.stale?.check() === true);
-          try {
-            await this.writeSteps(batch);
-          } finally {
-            this.mainDone();
-          }
-        }
+        const unsent = await this.sendWaitingSteps(mine);
+        if (unsent) return unsent;
       } finally {
         this.stepLaneDone();
       }
@@ -527,6 +496,44 @@ export class PostgresStore implements Store {
     // Its row as it is now, read with no turn of the main pool held.
     if (outcome === "not written") return { current: await this.readRow(step.runId) };
     return outcome;
+  }
+
+  /**
+   * With a turn of the main pool, sends `mine` and the steps waiting beside it in one statement;
+   * their outcomes come through their `done`. Returns the run's row instead when `mine` was not
+   * sent because a newer row of its run came meanwhile (the statement could only fail).
+   */
+  private async sendWaitingSteps(mine: StepWrite): Promise<StepOutcome | undefined> {
+    const turn = await this.mainTurn({ runId: mine.runId, check: () => mine.taken || mine.newer.check() }).catch((error: unknown) => {
+      this.steps.delete(mine);
+      throw error;
+    });
+    if (!turn) {
+      if (mine.taken) return undefined;
+      this.steps.delete(mine);
+      return { current: this.cache.get(mine.runId) ?? (await this.readRow(mine.runId)) };
+    }
+    const batch: StepWrite[] = [];
+    for (const waiting of this.steps) {
+      if (batch.length >= maxStepBatch) break;
+      if (waiting !== mine && waiting.newer.check()) continue;
+      waiting.taken = true;
+      this.steps.delete(waiting);
+      batch.push(waiting);
+    }
+    if (!mine.taken) {
+      mine.taken = true;
+      this.steps.delete(mine);
+      batch.push(mine);
+    }
+    // The others taken leave the queue now rather than when their turn would have come.
+    this.dropWhere((waiting) => waiting.stale?.check() === true);
+    try {
+      await this.writeSteps(batch);
+    } finally {
+      this.mainDone();
+    }
+    return undefined;
   }
 
   /**

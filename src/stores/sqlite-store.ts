@@ -234,19 +234,8 @@ export class SqliteStore implements Store {
 
   private createSync = this.wrapTransaction((creation: Creation) => this.applyCreate(creation));
 
-  private createBatch = this.wrapTransaction((creations: readonly Creation[]): Outcome<{ rk: number; record: RunRecord }>[] => {
-    // Each in its own savepoint: one refused (a halt) or failed is rolled back alone.
-    this.createInSavepoint ??= this.db.transaction(this.applyCreate);
-    return creations.map((creation) => {
-      try {
-        return { ok: true, value: this.createInSavepoint!(creation) };
-      } catch (error) {
-        return { ok: false, error: this.storeError(error) };
-      }
-    });
-  });
-
-  private createInSavepoint: Database.Transaction<(creation: Creation) => { rk: number; record: RunRecord }> | undefined;
+  // One refused (a halt) or failed is rolled back alone.
+  private createBatch = this.inSavepoints((creation: Creation) => this.applyCreate(creation));
 
   private applyCreate = ({ run, initial, journal }: Creation): { rk: number; record: RunRecord } => {
     if (run.refuseIfHalted) {
@@ -345,20 +334,7 @@ export class SqliteStore implements Store {
     (updates) => this.updateBatch(updates),
   );
 
-  private updateBatch = this.wrapTransaction((updates: readonly RunUpdate[]): Outcome<UpdateResult>[] => {
-    // Each in its own savepoint (a transaction function called inside a transaction), so one
-    // that throws is rolled back alone.
-    this.updateInSavepoint ??= this.db.transaction(this.applyUpdate);
-    return updates.map((update) => {
-      try {
-        return { ok: true, value: this.updateInSavepoint!(update) };
-      } catch (error) {
-        return { ok: false, error: this.storeError(error) };
-      }
-    });
-  });
-
-  private updateInSavepoint: Database.Transaction<(update: RunUpdate) => UpdateResult> | undefined;
+  private updateBatch = this.inSavepoints((update: RunUpdate) => this.applyUpdate(update));
 
   private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => this.applyUpdate(update));
 
@@ -390,6 +366,25 @@ export class SqliteStore implements Store {
     this.saveRecord(state, { status: row.status, bucket: row.updated_bucket });
     return { ok: true, run: state.record, journal };
   };
+
+  /**
+   * One transaction for a batch of group commit: each item is applied in its own savepoint (a
+   * transaction function called inside a transaction), so one that throws is rolled back alone
+   * and fails only its own caller.
+   */
+  private inSavepoints<T, R>(apply: (item: T) => R): (items: readonly T[]) => Outcome<R>[] {
+    let savepoint: Database.Transaction<(item: T) => R> | undefined;
+    return this.wrapTransaction((items: readonly T[]) => {
+      savepoint ??= this.db.transaction(apply);
+      return items.map((item): Outcome<R> => {
+        try {
+          return { ok: true, value: savepoint!(item) };
+        } catch (error) {
+          return { ok: false, error: this.storeError(error) };
+        }
+      });
+    });
+  }
 
   private wrapTransaction<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
     // Built once, on first use (the database is opened after the field initialisers run).
