@@ -242,6 +242,35 @@ describe("async-function agents", () => {
     ]);
   });
 
+  it("a divergence whose pause is written after the function has unwound still ends paused (the executor waits for that write before reading the status)", async () => {
+    let version = 1;
+    const gate = new Gatekeeper();
+    const agent = durableAgent({
+      name: "changer",
+      run: async (ctx) => {
+        await ctx.step(version === 1 ? "fetch" : "fetch-v2", () => "page");
+        await ctx.step("hold", async ({ signal }) => (await gate.pass(signal), null), { abortable: true });
+        return "done";
+      },
+    });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("changer", null);
+    await waitUntil(() => gate.started === 1, { what: "the hold step" });
+    await rt.pause(run.id);
+    await rt.waitFor(run.id, ["paused"]);
+    // The divergence's pause lands 50 ms late, long after the function threw its PauseSignal.
+    const update = h.store.update.bind(h.store);
+    h.store.update = async (u) => {
+      if (u.set?.statusReason?.startsWith("nondeterministic_replay")) await new Promise((resolve) => setTimeout(resolve, 50));
+      return update(u);
+    };
+    version = 2;
+    await rt.resume(run.id);
+    const stopped = await rt.waitFor(run.id, (r) => r.status === "paused" && r.statusReason !== null && r.statusReason.startsWith("nondeterministic_replay"), { timeoutMs: 5_000 });
+    expect(stopped.status).toBe("paused");
+  });
+
   it("ctx.now() and ctx.random() replay the journaled values", async () => {
     const gate = new Gatekeeper();
     const seen: { now: number; random: number }[] = [];

@@ -144,7 +144,11 @@ export class FunctionExecutor extends RunSession {
         continue;
       }
       if (outcome.type === "threw") return this.fail("agent_error", `agent ${this.fn.name} failed: ${errorMessage(outcome.error)}`);
-      // Stopped: the status says why (pausing, cancelling, halted); a lost lease stops the loop.
+      // Stopped: the status says why (pausing, cancelling, halted), once the write that asked for
+      // the stop has landed (a pause a gate of the function requested: a replay that diverged, a
+      // step gone stale); a lost lease stops the loop. Read before that write, the status still
+      // said running, and the loop left the run in `pausing` with no executor to finish it.
+      await this.serial(async () => undefined);
       if (this.run.status === "running" && !this.stopAll.signal.aborted) return;
     }
   }
