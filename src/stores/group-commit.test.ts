@@ -4,19 +4,22 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SnapshotWriter } from "../engine/snapshot.js";
 import type { NewRun } from "../engine/store.js";
+import { GroupCommit, type Outcome } from "./group-commit.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 /**
  * Group commit on the SQLite store: the run updates (and the run creations) made in one turn of
  * the event loop share one transaction, each keeps its own outcome, and none is acknowledged
- * before it is committed.
+ * before it is committed. The store's tests count transactions of up to 64 writes (the time
+ * budget off: how many writes fit in it depends on the machine); the budget is tested on a
+ * clock of the test's own.
  */
 
 let dir: string;
 let store: SqliteStore;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), "tether-group-"));
-  store = new SqliteStore({ path: join(dir, "tether.db") });
+  store = new SqliteStore({ path: join(dir, "tether.db"), commitBudgetMs: Number.POSITIVE_INFINITY });
 });
 afterEach(async () => {
   await store.close();
@@ -168,5 +171,77 @@ describe("group commit (SQLite)", () => {
     await Promise.all(pending);
     store = new SqliteStore({ path });
     for (let i = 0; i < 3; i++) expect(await store.getRun(`run_${i}`)).toMatchObject({ status: "queued" });
+  });
+
+  it("with a budget of 0 ms a transaction holds one write: ten updates in one turn commit in ten, in order", async () => {
+    const path = store.path;
+    await store.close();
+    store = new SqliteStore({ path, commitBudgetMs: 0 });
+    const ids = await createRuns(10);
+    await new Promise((resolve) => setImmediate(resolve));
+    const before = transactions();
+    const committedAt: number[] = [];
+    await Promise.all(ids.map((runId, i) => store.update({ runId, set: { step: i + 1 } }).then(() => (committedAt[i] = transactions()))));
+    expect(transactions() - before).toBe(10);
+    expect(committedAt).toEqual(Array.from({ length: 10 }, (_, i) => before + i + 1));
+    for (const [i, runId] of ids.entries()) expect((await store.getRun(runId))?.step).toBe(i + 1);
+  });
+});
+
+/**
+ * The time budget of group commit, on a clock that moves 1 ms for each write applied: a
+ * transaction takes writes while it has spent less than its budget, the rest wait for the next
+ * turn at the head of the queue, an urgent one still first.
+ */
+describe("group commit's time budget", () => {
+  function recorder(budgetMs: number) {
+    let time = 0;
+    const transactions: string[][] = [];
+    const commit = new GroupCommit<string, string>(
+      (item) => (transactions.push([item]), (time += 1), item),
+      (items, more) => {
+        const applied: Outcome<string>[] = [];
+        for (const item of items) {
+          if (applied.length > 0 && !more()) break;
+          time += 1;
+          applied.push({ ok: true, value: item });
+        }
+        transactions.push(applied.map((outcome) => (outcome.ok ? outcome.value : "")));
+        return applied;
+      },
+      { budgetMs, now: () => time },
+    );
+    return { commit, transactions };
+  }
+
+  it("writes that take 1 ms each go four to a transaction under a 4 ms budget, in order, each transaction in a turn of its own", async () => {
+    const { commit, transactions } = recorder(4);
+    let turns = 0;
+    const countTurns = () => {
+      turns += 1;
+      if (transactions.length < 5) setImmediate(countTurns);
+    };
+    setImmediate(countTurns);
+    const items = Array.from({ length: 14 }, (_, i) => `w${i}`);
+    expect(await Promise.all(items.map((item) => commit.submit(item)))).toEqual(items);
+    expect(transactions).toEqual([["w0"], ["w1", "w2", "w3", "w4"], ["w5", "w6", "w7", "w8"], ["w9", "w10", "w11", "w12"], ["w13"]]);
+    expect(turns).toBeGreaterThanOrEqual(4);
+  });
+
+  it("an urgent write the budget left out goes first in the next transaction, ahead of the ordinary ones and of an urgent one made later", async () => {
+    const { commit, transactions } = recorder(2);
+    const done: Promise<unknown>[] = [Promise.resolve(commit.submit("first"))];
+    for (const item of ["a", "b", "c"]) done.push(Promise.resolve(commit.submit(item)));
+    for (const item of ["U1", "U2", "U3"]) done.push(Promise.resolve(commit.submit(item, true)));
+    // Made once the first batch has committed: behind the urgent one it left, ahead of the ordinary ones.
+    done.push((done[4] as Promise<unknown>).then(() => commit.submit("U4", true)));
+    await Promise.all(done);
+    expect(transactions).toEqual([["first"], ["U1", "U2"], ["U3", "U4"], ["a", "b"], ["c"]]);
+  });
+
+  it("with no budget a transaction holds up to its 64 writes", async () => {
+    const { commit, transactions } = recorder(Number.POSITIVE_INFINITY);
+    await Promise.all(Array.from({ length: 100 }, (_, i) => commit.submit(`w${i}`)));
+    expect(transactions.map((t) => t.length)).toEqual([1, 64, 35]);
   });
 });

@@ -145,6 +145,12 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** How often `watchRuns` looks for commits by other connections (one cheap pragma). Default 10 ms. */
   watchPollMs?: number;
+  /**
+   * How long one transaction of group commit applies the writes that wait before it commits
+   * those it has and lets the loop turn (ms; see group-commit.ts). Default 4; `Infinity` bounds
+   * a transaction by its 64 writes alone.
+   */
+  commitBudgetMs?: number;
 }
 
 /** Page size of a new file: a ~1 KB message fits seven to a page instead of three. */
@@ -181,6 +187,17 @@ export class SqliteStore implements Store {
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.watchPollMs = options.watchPollMs ?? 10;
+    const batches = { budgetMs: options.commitBudgetMs };
+    this.creates = new GroupCommit(
+      (creation) => this.createSync(creation),
+      (creations, more) => this.createBatch(creations, more),
+      batches,
+    );
+    this.updates = new GroupCommit(
+      (update) => this.updateSync(update),
+      (updates, more) => this.updateBatch(updates, more),
+      batches,
+    );
     const inMemory = options.path === ":memory:";
     const existed = !inMemory && hasContent(options.path);
     if (!inMemory && !existed) mkdirSync(dirname(options.path), { recursive: true });
@@ -227,10 +244,7 @@ export class SqliteStore implements Store {
    * group-commit.ts). A burst of starts (a thousand in one turn) shares transactions of 64 and
    * lets the loop turn between them, instead of holding it for every one.
    */
-  private readonly creates = new GroupCommit<Creation, { rk: number; record: RunRecord }>(
-    (creation) => this.createSync(creation),
-    (creations) => this.createBatch(creations),
-  );
+  private readonly creates: GroupCommit<Creation, { rk: number; record: RunRecord }>;
 
   private createSync = this.wrapTransaction((creation: Creation) => this.applyCreate(creation));
 
@@ -329,10 +343,7 @@ export class SqliteStore implements Store {
   }
 
   /** Run updates: those that arrive in one turn of the loop commit together (see group-commit.ts). */
-  private readonly updates = new GroupCommit<RunUpdate, UpdateResult>(
-    (update) => this.updateSync(update),
-    (updates) => this.updateBatch(updates),
-  );
+  private readonly updates: GroupCommit<RunUpdate, UpdateResult>;
 
   private updateBatch = this.inSavepoints((update: RunUpdate) => this.applyUpdate(update));
 
@@ -370,19 +381,22 @@ export class SqliteStore implements Store {
   /**
    * One transaction for a batch of group commit: each item is applied in its own savepoint (a
    * transaction function called inside a transaction), so one that throws is rolled back alone
-   * and fails only its own caller.
+   * and fails only its own caller; the items after the first only while `more()` says so.
    */
-  private inSavepoints<T, R>(apply: (item: T) => R): (items: readonly T[]) => Outcome<R>[] {
+  private inSavepoints<T, R>(apply: (item: T) => R): (items: readonly T[], more: () => boolean) => Outcome<R>[] {
     let savepoint: Database.Transaction<(item: T) => R> | undefined;
-    return this.wrapTransaction((items: readonly T[]) => {
+    return this.wrapTransaction((items: readonly T[], more: () => boolean) => {
       savepoint ??= this.db.transaction(apply);
-      return items.map((item): Outcome<R> => {
+      const outcomes: Outcome<R>[] = [];
+      for (const item of items) {
+        if (outcomes.length > 0 && !more()) break;
         try {
-          return { ok: true, value: savepoint!(item) };
+          outcomes.push({ ok: true, value: savepoint(item) });
         } catch (error) {
-          return { ok: false, error: this.storeError(error) };
+          outcomes.push({ ok: false, error: this.storeError(error) });
         }
-      });
+      }
+      return outcomes;
     });
   }
 
