@@ -13,6 +13,35 @@ afterEach(async () => {
   h = undefined;
 });
 
+/**
+ * An agent named "changer" whose first step is "fetch" while `version` is 1 and "fetch-v2" after
+ * (its code changed), then holds at an abortable step until its gate opens; `pausedAtHold` starts
+ * it and pauses it there.
+ */
+function changerAgent() {
+  const gate = new Gatekeeper();
+  const changer = {
+    version: 1,
+    executed: [] as string[],
+    agent: durableAgent({
+      name: "changer",
+      run: async (ctx) => {
+        await ctx.step(changer.version === 1 ? "fetch" : "fetch-v2", () => (changer.executed.push("fetch"), "page"));
+        await ctx.step("hold", async ({ signal }) => (await gate.pass(signal), null), { abortable: true });
+        return "done";
+      },
+    }),
+    async pausedAtHold(rt: Harness["runtime"]): Promise<{ id: string }> {
+      const run = await rt.start("changer", null);
+      await waitUntil(() => gate.started === 1, { what: "the hold step" });
+      await rt.pause(run.id);
+      await rt.waitFor(run.id, ["paused"]);
+      return run;
+    },
+  };
+  return changer;
+}
+
 const journalOf = (id: string, rt = h!.runtime): Promise<JournalEntry[]> => rt.journal(id, { limit: 100_000 });
 const calls = (journal: JournalEntry[], type: string) => journal.filter((e) => e.type === type).map((e) => [e.callSeq, e.data.name]);
 
@@ -199,38 +228,15 @@ describe("async-function agents", () => {
   });
 
   it("code that changed between pause and resume stops with nondeterministic_replay, nothing executed twice", async () => {
-    let version = 1;
-    const executed: string[] = [];
-    const gate = new Gatekeeper();
-    const agent = durableAgent({
-      name: "changer",
-      run: async (ctx) => {
-        await ctx.step(version === 1 ? "fetch" : "fetch-v2", () => {
-          executed.push("fetch");
-          return "page";
-        });
-        await ctx.step(
-          "hold",
-          async ({ signal }) => {
-            await gate.pass(signal);
-            return null;
-          },
-          { abortable: true },
-        );
-        return "done";
-      },
-    });
-    h = harness([agent]);
+    const changer = changerAgent();
+    h = harness([changer.agent]);
     const rt = h.runtime;
-    const run = await rt.start("changer", null);
-    await waitUntil(() => gate.started === 1, { what: "the hold step" });
-    await rt.pause(run.id);
-    await rt.waitFor(run.id, ["paused"]);
-    version = 2;
+    const run = await changer.pausedAtHold(rt);
+    changer.version = 2;
     await rt.resume(run.id);
     const stopped = await rt.waitFor(run.id, (r) => r.status === "paused" && r.statusReason !== null && r.statusReason.startsWith("nondeterministic_replay"));
     expect(stopped.statusReason).toContain('gate 1 is step "fetch" in the journal, but the agent\'s code now calls step "fetch-v2"');
-    expect(executed).toEqual(["fetch"]);
+    expect(changer.executed).toEqual(["fetch"]);
     const journal = await journalOf(run.id);
     expect(journal.find((e) => e.type === "recovery" && e.data.problem === "nondeterministic_replay")).toMatchObject({
       callSeq: 1,
@@ -243,29 +249,17 @@ describe("async-function agents", () => {
   });
 
   it("a divergence whose pause is written after the function has unwound still ends paused (the executor waits for that write before reading the status)", async () => {
-    let version = 1;
-    const gate = new Gatekeeper();
-    const agent = durableAgent({
-      name: "changer",
-      run: async (ctx) => {
-        await ctx.step(version === 1 ? "fetch" : "fetch-v2", () => "page");
-        await ctx.step("hold", async ({ signal }) => (await gate.pass(signal), null), { abortable: true });
-        return "done";
-      },
-    });
-    h = harness([agent]);
+    const changer = changerAgent();
+    h = harness([changer.agent]);
     const rt = h.runtime;
-    const run = await rt.start("changer", null);
-    await waitUntil(() => gate.started === 1, { what: "the hold step" });
-    await rt.pause(run.id);
-    await rt.waitFor(run.id, ["paused"]);
+    const run = await changer.pausedAtHold(rt);
     // The divergence's pause lands 50 ms late, long after the function threw its PauseSignal.
     const update = h.store.update.bind(h.store);
     h.store.update = async (u) => {
       if (u.set?.statusReason?.startsWith("nondeterministic_replay")) await new Promise((resolve) => setTimeout(resolve, 50));
       return update(u);
     };
-    version = 2;
+    changer.version = 2;
     await rt.resume(run.id);
     const stopped = await rt.waitFor(run.id, (r) => r.status === "paused" && r.statusReason !== null && r.statusReason.startsWith("nondeterministic_replay"), { timeoutMs: 5_000 });
     expect(stopped.status).toBe("paused");
