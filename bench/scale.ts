@@ -31,7 +31,9 @@
  * A pause's latency runs from its command's commit (the `pause` call resolved; the call's own
  * time is reported apart) to `paused` as read by a connection of the bench's own, outside the
  * runtime under test; the end of the runs is watched the same way, so the measurement neither
- * queues behind the worker's writes nor adds reads to its pool.
+ * queues behind the worker's writes nor adds reads to its pool. A pause lets a tool call already
+ * started finish (the loader's takes 50 ms), so a pause that lands in one waits for it.
+ * SCALE_DEBUG=1 prints every latency and, for a pause over 80 ms, the run's last journal entries.
  * 4. Worker memory with SCALE_PAUSED (default 10,000) paused runs in its database, against the
  *    same worker on an empty one.
  */
@@ -312,8 +314,10 @@ function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader)
           if (status !== "pausing") throw new Error(`went ${status}`);
           await sleep(1);
         }
-        latencies.push(performance.now() - committed);
+        const latency = performance.now() - committed;
+        latencies.push(latency);
         calls.push(committed - sent);
+        if (process.env.SCALE_DEBUG && latency > 80) await traceSlowPause(tether, id, latency);
       } catch (error) {
         // The run ended first, or no worker held it (paused at once): not a pause to measure.
         if (process.env.SCALE_DEBUG) console.error(String(error));
@@ -325,9 +329,21 @@ function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader)
     async stop() {
       stopped = true;
       await loop;
+      if (process.env.SCALE_DEBUG) console.error(`pause latencies (ms, in order): ${latencies.map((l) => l.toFixed(0)).join(" ")}`);
       return { latencies, calls, paused };
     },
   };
+}
+
+/**
+ * SCALE_DEBUG: the last journal entries of a run whose pause took long, each stamped in ms from
+ * the pause's commit (a call's `call.started` is stamped when it is made, before it commits).
+ */
+async function traceSlowPause(tether: Runtime, id: string, latency: number): Promise<void> {
+  const committedAt = Date.now() - latency;
+  const journal = await tether.journal(id, { limit: 1000 });
+  const entries = journal.slice(-8).map((e) => `${e.type}${e.data?.name ? `(${String(e.data.name)})` : ""}@${(e.at - committedAt).toFixed(0)}`);
+  console.error(`slow pause of ${id}, ${latency.toFixed(0)} ms: ${entries.join(" ")}`);
 }
 
 // 3. Several worker processes.

@@ -17,3 +17,12 @@ export function madeElsewhere(update: RunUpdate): boolean {
 export function controlled(status: string | undefined): boolean {
   return status === "pausing" || status === "paused" || status === "cancelling" || status === "halted";
 }
+
+/**
+ * A status a run's executor still writes in, having been told to stop (it writes the step under
+ * way, then `paused` or its cancellation): its writes go ahead of other runs' steps, like the
+ * command's, since the person who asked waits for them.
+ */
+export function stopping(status: string | undefined): boolean {
+  return status === "pausing" || status === "cancelling" || status === "halted";
+}

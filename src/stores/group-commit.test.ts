@@ -87,6 +87,34 @@ describe("group commit (SQLite)", () => {
     expect((await store.getRun(paused))?.status).toBe("pausing");
   });
 
+  it("a pause takes the run's own step waiting behind 150 others along, just ahead of it; the run's writes while it is pausing go ahead of other runs' steps too", async () => {
+    const ids = await createRuns(152);
+    const pausedRun = ids[101];
+    const committedAt = new Map<string, number>();
+    const note = (key: string) => (result: unknown) => (committedAt.set(key, transactions()), result);
+    const step = (runId: string, i: number) => store.update({ runId, expect: { epoch: 0 }, set: { step: i + 1 }, journal: [{ type: "call.progress", at: 2000, data: { i } }] });
+    await store.update({ runId: ids[0], set: { step: 1 } });
+    const steps = ids.slice(1).map((runId, i) => step(runId, i).then(note(runId)));
+    const pause = store.update({ runId: pausedRun, set: { status: "pausing" }, journal: [{ type: "status", at: 2000, data: { from: "running", to: "pausing" } }] }).then(note("pause"));
+    await Promise.all([...steps, pause]);
+    const first = Math.min(...committedAt.values());
+    expect(committedAt.get(pausedRun)).toBe(first);
+    expect(committedAt.get("pause")).toBe(first);
+    expect(committedAt.get(ids[100])).toBeGreaterThan(first);
+    const journal = await store.readJournal(pausedRun, { limit: 10 });
+    expect(journal.map((e) => e.type)).toEqual(["run.created", "call.progress", "status"]);
+
+    // Its executor writes on while the run is pausing: behind a hundred steps of other runs, it goes first.
+    committedAt.clear();
+    await store.update({ runId: ids[0], set: { step: 2 } });
+    const more = ids.slice(1, 101).map((runId, i) => step(runId, i + 200).then(note(runId)));
+    const own = step(pausedRun, 300).then(note("own"));
+    await Promise.all([...more, own]);
+    const next = Math.min(...committedAt.values());
+    expect(committedAt.get("own")).toBe(next);
+    expect(committedAt.get(ids[64])).toBeGreaterThan(next);
+  });
+
   it("a lone update commits inline, before its promise is even awaited", async () => {
     const [runId] = await createRuns(1);
     await new Promise((resolve) => setImmediate(resolve));
@@ -237,6 +265,15 @@ describe("group commit's time budget", () => {
     done.push((done[4] as Promise<unknown>).then(() => commit.submit("U4", true)));
     await Promise.all(done);
     expect(transactions).toEqual([["first"], ["U1", "U2"], ["U3", "U4"], ["a", "b"], ["c"]]);
+  });
+
+  it("promote moves the ordinary writes that match behind the urgent ones, in their order, ahead of an urgent one made after", async () => {
+    const { commit, transactions } = recorder(Number.POSITIVE_INFINITY);
+    const done = [commit.submit("first"), ...["a1", "b1", "a2", "c1"].map((item) => commit.submit(item)), commit.submit("U1", true)];
+    commit.promote((item) => item.startsWith("a"));
+    done.push(commit.submit("U2", true));
+    await Promise.all(done);
+    expect(transactions).toEqual([["first"], ["U1", "a1", "a2", "U2", "b1", "c1"]]);
   });
 
   it("with no budget a transaction holds up to its 64 writes", async () => {

@@ -67,6 +67,22 @@ export class GroupCommit<T, R> {
     });
   }
 
+  /**
+   * Moves the ordinary writes that wait and match to the end of the urgent ones, in the order
+   * they came: the writes a run made before a pause of it was written (its step, which its
+   * executor must see committed before it can write `paused`) would otherwise wait out a
+   * thousand other runs' steps queued ahead of them, and the pause with them.
+   */
+  promote(match: (item: T) => boolean): void {
+    let at = this.urgent;
+    for (let i = this.urgent; i < this.queue.length; i++) {
+      if (!match(this.queue[i].item)) continue;
+      const [pending] = this.queue.splice(i, 1);
+      this.queue.splice(at++, 0, pending);
+    }
+    this.urgent = at;
+  }
+
   /** Commits every write that waits (what `close` calls before the database goes away). */
   flushAll(): void {
     while (this.queue.length > 0) this.flush();

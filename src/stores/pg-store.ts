@@ -42,7 +42,7 @@ import {
   runRowOf,
   type PgRunRow,
 } from "./pg-schema.js";
-import { controlled, madeElsewhere } from "./control-writes.js";
+import { controlled, madeElsewhere, stopping } from "./control-writes.js";
 import { readRunNotice, runNotice } from "./pg-notice.js";
 import { messageChecksum } from "./row-checksum.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
@@ -878,8 +878,7 @@ export class PostgresStore implements Store {
 
   /** Whether this process last saw the run pausing, cancelling or halted. */
   private stopping(runId: string): boolean {
-    const status = this.cache.get(runId)?.status;
-    return status === "pausing" || status === "cancelling" || status === "halted";
+    return stopping(this.cache.get(runId)?.status);
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {

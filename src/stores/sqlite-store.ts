@@ -28,7 +28,7 @@ import type {
 import { intactRecords } from "./damaged-runs.js";
 import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
-import { controlled, madeElsewhere } from "./control-writes.js";
+import { controlled, madeElsewhere, stopping } from "./control-writes.js";
 import { GroupCommit, type Outcome } from "./group-commit.js";
 import { commandFromRow, effectFromRow, tokenFromRow, type CommandRow, type EffectRow, type TokenRow } from "./store-rows.js";
 import { ensureLayout } from "./sqlite-migration.js";
@@ -270,7 +270,16 @@ export class SqliteStore implements Store {
     const row = this.statements.getRun.get(runId) as (StoredRunRow & { rk: number }) | undefined;
     if (!row) return undefined;
     this.runKeys.set(runId, row.rk);
-    return this.recordOf(row);
+    return this.sawStatus(this.recordOf(row));
+  }
+
+  /** Runs last seen pausing, cancelling or halted through this connection (see `stopping`). */
+  private readonly stoppingRuns = new Set<string>();
+
+  private sawStatus(run: RunRecord): RunRecord {
+    if (stopping(run.status)) this.stoppingRuns.add(run.id);
+    else this.stoppingRuns.delete(run.id);
+    return run;
   }
 
   /** The record of a run row read back, once its checksum holds; `store_corrupt` naming the run when it does not. */
@@ -293,7 +302,12 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    const result = await this.updates.submit(update, madeElsewhere(update) || controlled(update.set?.status));
+    // A control write, or a write of a run told to stop: the run's writes that wait go first
+    // with it, ahead of other runs' steps, in their order.
+    const stopWrite = controlled(update.set?.status) || this.stoppingRuns.has(update.runId);
+    if (stopWrite) this.updates.promote((waiting) => waiting.runId === update.runId);
+    const result = await this.updates.submit(update, stopWrite || madeElsewhere(update));
+    this.sawStatus(result.run);
     // A write its executing worker did not make: tell the watchers on this connection (other
     // connections see the commit through the data version).
     if (result.ok && (update.expect?.epoch === undefined || update.claim) && this.watchers.size > 0) this.changed(update.runId);
