@@ -160,12 +160,22 @@ export class RunClaims {
   /**
    * The lease a control write (a resume) can take for this worker, so that one write both
    * resumes and claims the run; undefined when this worker cannot execute the run at once (full,
-   * its previous executor still winding down, a lease held), and it is claimed after instead.
+   * its previous executor still winding down, a lease held, another claim of it under way), and
+   * it is claimed after instead. Names the run as being claimed until `inlineClaimSettled`: a
+   * look for work that read the run once the write landed would otherwise find this process's
+   * own live lease on it, claim it a second time and fence off the executor about to start.
    */
   inlineClaim(run: RunRecord, now: number): NonNullable<RunUpdate["claim"]> | undefined {
     if (run.lease !== null || this.state.closed() || this.executors.has(run.id) || this.checking.has(run.id) || this.beingClaimed.has(run.id)) return undefined;
     if (this.size >= this.concurrency || !this.ctx.agents.has(run.agent)) return undefined;
+    this.beingClaimed.add(run.id);
     return this.leaseFor(now);
+  }
+
+  /** The control write that `inlineClaim` gave a lease is over: `run` when it was applied with that lease (it executes now). */
+  inlineClaimSettled(runId: string, run?: RunRecord): void {
+    this.beingClaimed.delete(runId);
+    if (run) this.executeClaimed(run);
   }
 
   /**
@@ -195,8 +205,8 @@ export class RunClaims {
     return { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs, ...(holder ? { holder } : {}) };
   }
 
-  /** Executes a run whose lease a control write took for this worker (`inlineClaim`); its journal is published by that write. */
-  executeClaimed(run: RunRecord): void {
+  /** Executes a run whose lease a write took for this worker (`inlineClaim`, `claimNew`); its journal is published by that write. */
+  private executeClaimed(run: RunRecord): void {
     if (this.state.closed()) return; // The lease lapses, and another worker takes the run.
     this.begin(run);
   }

@@ -52,8 +52,12 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
   if (resolve?.action === "done" && resolve.result === undefined && !resolve.noResult) {
     throw new InvalidInputError(`resolving call as done needs the result the effect had (result), or an explicit noResult: true; the agent continues with it as the call's result`);
   }
-  // Whether the write that was applied also claimed the run for this process.
+  // Whether the write that was applied also claimed the run for this process; whether any write tried to.
   let claimedInline = false;
+  let leaseTaken = false;
+  const settle = (run?: RunRecord) => {
+    if (leaseTaken) host.inlineClaimSettled(runId, run);
+  };
   const run = await applyControl(host, runId, command, async (current, now) => {
     claimedInline = false;
     const decided = current.inflight?.resolution;
@@ -111,6 +115,7 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
     // A worker here that can execute the run at once claims it in this same write (one write, not two).
     const claim = host.claims() && agent ? host.claimInline(current, now) : undefined;
     claimedInline = claim !== undefined;
+    leaseTaken ||= claimedInline;
     return {
       update: {
         ...(claim ? { claim } : {}),
@@ -132,9 +137,15 @@ export async function resumeRun(host: ControlHost, runId: string, options: Resum
       },
       applied: true,
     };
+  }).catch((error: unknown) => {
+    settle();
+    throw error;
   });
-  if (run.status === "running" && claimedInline) host.executeClaimed(run);
-  else if (run.status === "running" && host.claims()) host.claimSoon(run);
+  if (run.status === "running" && claimedInline) settle(run);
+  else {
+    settle();
+    if (run.status === "running" && host.claims()) host.claimSoon(run);
+  }
   return run;
 }
 

@@ -169,7 +169,7 @@ export class Runtime {
       claims: () => this.isWorker && !this.closed,
       claimSoon: (run) => this.claims.claimSoon(run),
       claimInline: (run, now) => (this.isWorker && !this.closed ? this.claims.inlineClaim(run, now) : undefined),
-      executeClaimed: (run) => this.claims.executeClaimed(run),
+      inlineClaimSettled: (runId, run) => this.claims.inlineClaimSettled(runId, run),
       waitFor: (runId, predicate, waitOptions) => this.waitFor(runId, predicate, waitOptions),
     };
     this.approvalDeadlines = new ApprovalDeadlines(this.ctx, (runId) => expireRunApprovals(this.host, runId), options.approvalDeadlines);

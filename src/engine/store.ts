@@ -558,7 +558,9 @@ export interface Store {
 
   /**
    * Optional: the records of these runs that exist, read together (one round trip where the store
-   * can). A worker's watcher reads the runs `watchRuns` named with it; without it, `getRun` each.
+   * can), ahead of the steps waiting where the store has a lane for control (PostgreSQL). A
+   * worker's watcher reads the runs `watchRuns` named with it, and a control command the run it
+   * decides on; without it, `getRun` each.
    */
   getRuns?(runIds: readonly string[]): Promise<RunRecord[]>;
 
