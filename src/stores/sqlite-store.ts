@@ -302,11 +302,16 @@ export class SqliteStore implements Store {
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
-    // A control write, or a write of a run told to stop: the run's writes that wait go first
-    // with it, ahead of other runs' steps, in their order.
-    const stopWrite = controlled(update.set?.status) || this.stoppingRuns.has(update.runId);
-    if (stopWrite) this.updates.promote((waiting) => waiting.runId === update.runId);
-    const result = await this.updates.submit(update, stopWrite || madeElsewhere(update));
+    const control = controlled(update.set?.status);
+    const ofStopping = !control && this.stoppingRuns.has(update.runId);
+    const sameRun = (waiting: RunUpdate) => waiting.runId === update.runId;
+    // A write of a run told to stop goes ahead of other runs' steps, after its own run's, in order.
+    if (ofStopping) this.updates.promote(sameRun);
+    const pending = this.updates.submit(update, control || ofStopping || madeElsewhere(update));
+    // A control write goes ahead of its run's writes that wait (a call about to start then finds
+    // the run pausing and does not start); they follow right after it, not behind other runs' steps.
+    if (control) this.updates.promote(sameRun);
+    const result = await pending;
     this.sawStatus(result.run);
     // A write its executing worker did not make: tell the watchers on this connection (other
     // connections see the commit through the data version).
