@@ -710,7 +710,10 @@ export class FunctionExecutor extends RunSession {
     if (this.stopAll.signal.aborted) controller.abort(this.stopAll.signal.reason);
     let result: LiveResult;
     try {
-      result = await call.live({ signal: controller.signal, key, seq, input });
+      // Stopped between its `started` and here (a pause that reached the run meanwhile): the call
+      // never starts, as a function that only listens for the signal's `abort` event would not see it.
+      if (controller.signal.aborted && !this.stopAll.signal.aborted) result = { type: "aborted", reason: String(controller.signal.reason ?? "aborted") };
+      else result = await call.live({ signal: controller.signal, key, seq, input });
     } catch (error) {
       if (error === stopped) {
         this.settled(seq);

@@ -43,8 +43,10 @@ export async function streamModelCall(
       estimated: reported === undefined || (reported.outputTokens ?? 0) < output,
     };
   };
+  // Stopped before it began: nothing was sent, nothing is billed.
+  if (options.signal.aborted) return { type: "aborted", text, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }, estimated: false };
   // Read on every part, so kept by a listener: `signal.aborted` is a getter that validates its receiver.
-  let aborted = options.signal.aborted;
+  let aborted = false;
   const onAbort = () => (aborted = true);
   options.signal.addEventListener("abort", onAbort, { once: true });
   try {
@@ -95,6 +97,10 @@ export async function executeTool(tool: AnyTool, input: Json, ctx: ToolContext):
     const issues = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(input)"}: ${issue.message}`).join("; ");
     return { type: "tool", ok: false, error: "invalid_input", message: `invalid input for tool ${tool.name}: ${issues}` };
   }
+  // Stopped between its `started` and here (a pause that reached the run while `started` was
+  // being written): the call never starts. A tool that only listens for the signal's `abort`
+  // event would not see a signal that fired before it began, and would run to its end.
+  if (ctx.signal.aborted) throw new ToolAbortedError(ctx.signal.reason);
   const signals = [ctx.signal];
   if (tool.timeoutMs !== undefined) signals.push(AbortSignal.timeout(tool.timeoutMs));
   const signal = signals.length === 1 ? ctx.signal : AbortSignal.any(signals);
