@@ -85,10 +85,16 @@ export function subscribeRun(
   };
 }
 
-/** Resolves with the run once `predicate` holds (checked on every event and every poll). */
+/**
+ * Resolves with the run once `predicate` holds (checked on every event and every poll). A run
+ * executed here is tested at each event on its executor's record (`executing`) when that record
+ * holds every journal entry heard of (the executor's own writes publish theirs after taking the
+ * record, and a record written elsewhere nudges the waiter once the executor took it); the store
+ * is read at the start, at each poll, and when the executor's record is behind.
+ */
 export async function waitForRun(
   ctx: EngineContext,
-  executingHere: (runId: string) => boolean,
+  executing: (runId: string) => RunRecord | undefined,
   runId: string,
   predicate: ((run: RunRecord) => boolean) | readonly RunStatus[],
   options: { timeoutMs?: number },
@@ -97,27 +103,35 @@ export async function waitForRun(
   const timeoutMs = options.timeoutMs ?? 30_000;
   const deadline = Date.now() + timeoutMs;
   let wake: () => void = () => undefined;
+  let woken = false;
+  /** The last journal entry heard of: a record without it (written by a command here, not yet told to the executor) is not tested. */
+  let heard = 0;
   // Only journal entries can change the run record; live text deltas never do.
   const unsubscribe = ctx.bus.subscribe(runId, (event) => {
-    if (event.kind === "journal") wake();
+    if (event.kind !== "journal") return;
+    heard = Math.max(heard, event.seq);
+    wake();
   });
   const unnudge = ctx.bus.onNudge(runId, () => wake());
   try {
     for (;;) {
-      const run = await ctx.store.getRun(runId);
+      const latest = woken ? executing(runId) : undefined;
+      const held = latest && latest.journalSeq >= heard ? latest : undefined;
+      const run = held ?? (await ctx.store.getRun(runId));
       if (!run) throw new RunNotFoundError(runId);
-      if (test(run)) return run;
+      // The executor's record is its own: the caller gets a copy to keep.
+      if (test(run)) return held ? structuredClone(run) : run;
       const left = deadline - Date.now();
       if (left <= 0) throw new WaitTimeoutError(runId, timeoutMs, run.status);
       // A run executed here changes only through this process's bus (its writes, or a nudge when
       // it takes a record written elsewhere): the store is read again only now and then. Any
       // other run is read every 20 ms.
-      const pollMs = executingHere(runId) ? 250 : 20;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, pollMs));
+      const pollMs = executing(runId) ? 250 : 20;
+      woken = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), Math.min(left, pollMs));
         wake = () => {
           clearTimeout(timer);
-          resolve();
+          resolve(true);
         };
       });
     }

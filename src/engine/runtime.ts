@@ -494,7 +494,7 @@ export class Runtime {
 
   /** Resolves with the run once `predicate` holds (checked on every event and every poll). */
   async waitFor(runId: string, predicate: ((run: RunRecord) => boolean) | readonly RunStatus[], options: { timeoutMs?: number } = {}): Promise<RunRecord> {
-    return waitForRun(this.ctx, (id) => this.claims.executors.has(id), runId, predicate, options);
+    return waitForRun(this.ctx, (id) => this.claims.executors.get(id)?.executor.current, runId, predicate, options);
   }
 
   /** How many runs this process is executing now (at most `concurrency`). */

@@ -79,3 +79,36 @@ describe("subscribe", () => {
     for (const event of between) expect(event.seq).toBe(pausing.seq);
   });
 });
+
+describe("waitFor", () => {
+  it("follows a run executed here on its executor's record: a store read to start, none a step, and a copy the caller may change", async () => {
+    const ledger = new Ledger();
+    const steps = Array.from({ length: 30 }, (_, i) => ({ tool: "work", input: { id: `w${i}` } }));
+    h = harness([sequenceAgent({ name: "worker", tools: [effectTool({ name: "work", ledger })], steps })]);
+    const rt = h.runtime;
+    let reads = 0;
+    const getRun = h.store.getRun.bind(h.store);
+    h.store.getRun = async (runId) => (reads++, getRun(runId));
+    const run = await rt.start("worker", null);
+    const done = await rt.waitFor(run.id, ["completed"], { timeoutMs: 10_000 });
+    expect(done.status).toBe("completed");
+    expect(ledger.executionsOf("work")).toBe(30);
+    // 30 steps, each a journal entry or more, take well under the 250 ms between polls.
+    expect(reads).toBeLessThanOrEqual(3);
+    const stored = await rt.get(run.id);
+    expect(done).toEqual(stored);
+    done.output = "changed by the caller";
+    expect((await rt.get(run.id)).output).toEqual(stored.output);
+  });
+
+  it("sees a pause written by a command here, whose entry is published before the executor hears of it", async () => {
+    const ledger = new Ledger();
+    h = harness([sequenceAgent({ name: "worker", tools: [effectTool({ name: "work", ledger, durationMs: 5_000, abortable: true })], steps: [{ tool: "work", input: { id: "w" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("worker", null);
+    await waitUntil(() => ledger.executionsOf("work") === 1, { what: "the call" });
+    const waiting = rt.waitFor(run.id, ["pausing", "paused"], { timeoutMs: 5_000 });
+    await rt.pause(run.id);
+    expect((await waiting).status).toMatch(/^paus/);
+  });
+});
