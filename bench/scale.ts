@@ -308,13 +308,21 @@ function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader)
         const recorded = await tether.pause(id, { reason: "bench" });
         const committed = performance.now();
         if (recorded.status !== "pausing") throw new Error(`went ${recorded.status}`);
+        let polls = 0;
+        let widest = 0;
+        let last = committed;
         for (;;) {
           const status = await reader.status(id);
+          const now = performance.now();
+          polls += 1;
+          widest = Math.max(widest, now - last);
+          last = now;
           if (status === "paused") break;
           if (status !== "pausing") throw new Error(`went ${status}`);
           await sleep(1);
         }
         const latency = performance.now() - committed;
+        if (process.env.SCALE_DEBUG && latency > 80) console.error(`  read ${polls} times, the widest gap between reads ${widest.toFixed(0)} ms`);
         latencies.push(latency);
         calls.push(committed - sent);
         if (process.env.SCALE_DEBUG && latency > 80) await traceSlowPause(tether, id, latency);
