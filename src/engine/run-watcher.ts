@@ -44,7 +44,8 @@ export class RunWatcher {
   private stopWatching: Promise<(() => void) | undefined> | undefined;
   private checkTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
-  private renewing = false;
+  /** Runs whose renewal is being written. */
+  private readonly renewing = new Set<string>();
 
   constructor(private readonly options: RunWatcherOptions) {}
 
@@ -88,7 +89,7 @@ export class RunWatcher {
     }
     this.checkTimer = setInterval(() => this.changed("*"), this.options.checkMs);
     this.checkTimer.unref?.();
-    this.renewTimer = setInterval(() => void this.renewLeases(), this.options.renewCheckMs);
+    this.renewTimer = setInterval(() => this.renewLeases(), this.options.renewCheckMs);
     this.renewTimer.unref?.();
   }
 
@@ -160,14 +161,21 @@ export class RunWatcher {
     if (this.pending.size > 0) this.readSoon();
   }
 
-  private async renewLeases(): Promise<void> {
-    if (this.renewing) return;
-    this.renewing = true;
-    try {
-      const now = this.options.now();
-      await Promise.allSettled([...this.runs.values()].map((run) => run.renewLeaseIfDue(now)));
-    } finally {
-      this.renewing = false;
+  /**
+   * Renews every lease that is due, each run on its own: a renewal that waits (behind a write of
+   * its run that waits for the store) holds back only its own run's next renewal, never the
+   * others'. Under load one slow write held back every run's renewal until it landed, and runs
+   * whose worker was alive and well lost their leases to other workers.
+   */
+  private renewLeases(): void {
+    const now = this.options.now();
+    for (const run of this.runs.values()) {
+      if (this.renewing.has(run.runId)) continue;
+      this.renewing.add(run.runId);
+      void run
+        .renewLeaseIfDue(now)
+        .catch(() => undefined)
+        .finally(() => this.renewing.delete(run.runId));
     }
   }
 }
