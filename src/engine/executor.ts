@@ -630,7 +630,9 @@ export class RunExecutor extends RunSession {
         return;
       }
     }
-    await this.write(outcomeWrite);
+    // A pause that waited for this call (or came while its outcome was on its way) finishes in
+    // the same write when nothing else is in flight: one round trip less before `paused`.
+    await this.writeEndingPause(() => outcomeWrite, () => othersInFlight || this.othersInFlight());
     this.writer.commit();
   }
 

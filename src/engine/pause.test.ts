@@ -216,6 +216,36 @@ describe("how many writes a pause costs", () => {
     expect((await h!.runtime.waitFor(paused.id, ["completed", "failed"])).status).toBe("completed");
   });
 
+  it("finishes a pause that waited for a call in the write of the call's outcome", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const ledger = new Ledger();
+    const work = effectTool({ name: "work", ledger, afterEffect: () => held });
+    h = harness([sequenceAgent({ name: "holder", tools: [work], steps: [{ tool: "work", input: { id: "w1" } }, { tool: "work", input: { id: "w2" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("holder", null);
+    await waitUntil(() => ledger.executionsOf("work") === 1, { what: "the first call" });
+    const pausing = await rt.pause(run.id, { reason: "look" });
+    // The pause waits for the call, and says so (waitingFor, one write); then the call ends.
+    await rt.waitFor(run.id, (r) => r.waitingFor !== null);
+    release();
+    const paused = await rt.waitFor(run.id, ["paused"]);
+    const journal = await journalOf(run.id);
+    const pausingAt = indexOf(journal, isStatus("pausing"));
+    expect(journal.slice(pausingAt + 1).map((e) => [e.type, e.data.name ?? e.data.to])).toEqual([
+      ["call.completed", "work"],
+      ["status", "paused"],
+    ]);
+    // waitingFor, then the outcome and pausing → paused in one write.
+    expect(paused.version).toBe(pausing.version + 2);
+    expect(paused).toMatchObject({ status: "paused", statusReason: "look", inflight: null, waitingFor: null, lease: null, step: 1 });
+    expect((await rt.commands(run.id)).map((c) => [c.type, c.outcome])).toEqual([["pause", "applied"]]);
+    expect(ledger.executionsOf("work")).toBe(1);
+    await rt.resume(run.id);
+    expect((await rt.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
+    expect(ledger.keysOf("work")).toHaveLength(2);
+  });
+
   it("journals the abort, releases what pauses release, then finishes the pause, when a resource is released on pause", async () => {
     const released: string[] = [];
     const browser = resource({

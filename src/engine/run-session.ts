@@ -297,15 +297,22 @@ export abstract class RunSession {
    * from the record as it is, and the run goes on as it would have.
    */
   protected writeStoppedCall(stoppedCall: () => WriteOf<"set" | "journal">, othersInFlight: () => boolean): Promise<void> {
-    return this.serial(async () => {
-      if (this.run.status === "pausing" && !othersInFlight() && !this.resources.releasesOnPause(this.run.resources)) {
-        const call = stoppedCall();
-        const paused = this.pausedUpdate();
-        const finished = await this.write({ ...call, ...paused, set: { ...call.set, ...paused.set }, journal: [...call.journal, ...paused.journal] });
-        if (finished) return;
-      }
-      await this.write(stoppedCall());
-    });
+    return this.serial(() => this.writeEndingPause(stoppedCall, othersInFlight));
+  }
+
+  /**
+   * Writes the end of a call (`callEnd`, built from the current record), finishing a pause in
+   * the same write when the run is pausing, nothing else is in flight and nothing is released on
+   * pause (see `writeStoppedCall`); called in its turn of `serial`.
+   */
+  protected async writeEndingPause(callEnd: () => Omit<RunUpdate, "runId"> & WriteOf<"set" | "journal">, othersInFlight: () => boolean): Promise<void> {
+    if (this.run.status === "pausing" && !othersInFlight() && !this.resources.releasesOnPause(this.run.resources)) {
+      const call = callEnd();
+      const paused = this.pausedUpdate();
+      const finished = await this.write({ ...call, ...paused, set: { ...call.set, ...paused.set }, journal: [...call.journal, ...paused.journal] });
+      if (finished) return;
+    }
+    await this.write(callEnd());
   }
 
   protected async leaveHalted(): Promise<void> {
