@@ -350,7 +350,7 @@ function pauseWhileRunning(tether: Runtime, ids: string[], reader: StatusReader)
 async function traceSlowPause(tether: Runtime, id: string, latency: number): Promise<void> {
   const committedAt = Date.now() - latency;
   const journal = await tether.journal(id, { limit: 1000 });
-  const entries = journal.slice(-8).map((e) => `${e.type}${e.data?.name ? `(${String(e.data.name)})` : ""}@${(e.at - committedAt).toFixed(0)}`);
+  const entries = journal.slice(-8).map((e) => `${e.type}${e.data?.name ? `(${String(e.data.name)})` : ""}@${(e.at - committedAt).toFixed(0)}${e.type === "recovery" ? JSON.stringify(e.data) : ""}`);
   console.error(`slow pause of ${id}, ${latency.toFixed(0)} ms: ${entries.join(" ")}`);
 }
 
