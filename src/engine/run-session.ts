@@ -301,11 +301,11 @@ export abstract class RunSession {
   }
 
   /**
-   * Writes the end of a call (`callEnd`, built from the current record), finishing a pause in
-   * the same write when the run is pausing, nothing else is in flight and nothing is released on
-   * pause (see `writeStoppedCall`); called in its turn of `serial`.
+   * Writes the end of a call (`callEnd`), finishing a pause in the same write when the run is
+   * pausing, nothing else is in flight and nothing is released on pause (see `writeStoppedCall`);
+   * called in its turn of `serial`.
    */
-  protected async writeEndingPause(callEnd: () => Omit<RunUpdate, "runId"> & WriteOf<"set" | "journal">, othersInFlight: () => boolean): Promise<void> {
+  protected async writeEndingPause(callEnd: () => WriteOf<"set" | "journal">, othersInFlight: () => boolean): Promise<void> {
     if (this.run.status === "pausing" && !othersInFlight() && !this.resources.releasesOnPause(this.run.resources)) {
       const call = callEnd();
       const paused = this.pausedUpdate();
