@@ -139,6 +139,12 @@ describe("group commit (SQLite)", () => {
     expect((settled[3] as PromiseRejectedResult).reason).toMatchObject({ code: "invalid_input" });
     expect((await store.getRun(ids[2]))?.step).toBe(2);
     expect((await store.readJournal(ids[2], { limit: 10 })).map((e) => e.type)).toEqual(["run.created", "call.progress"]);
+    // The batch was applied once without savepoints, rolled back at the failure, and applied again
+    // with them: the updates before the failure are in the journal once.
+    for (const runId of ids.slice(0, 2)) {
+      expect((await store.readJournal(runId, { limit: 10 })).map((e) => [e.type, e.seq])).toEqual([["run.created", 1], ["call.progress", 2]]);
+      expect(await store.getRun(runId)).toMatchObject({ step: 1, journalSeq: 2 });
+    }
   });
 
   it("expectations are checked in the order the updates were made: the second of two claims in one turn is refused", async () => {
