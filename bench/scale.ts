@@ -15,7 +15,10 @@
  *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
  *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
  *    paused in-process and resumed once paused. Steps per second, event-loop delay p50/p99, pause
- *    latency p50/p99, CPU ms per step (user + system of the process over all the steps).
+ *    latency p50/p99, CPU ms per step (user + system of the process over all the steps). Two
+ *    batches, one after the other in the same process: `cold`, the first, runs much of the step
+ *    code before the JIT has optimised it (a new user's first try); `warm`, the second, is a
+ *    worker that has run a while, as the cluster's workers are measured (part 3).
  *    Steps per second is the worker's throughput: the steps of the runs the pause loop left
  *    alone over the time from the start until the last of them ended (their journals' last
  *    write). A paused run's model call is aborted and issued again on resume, so the paused runs
@@ -160,7 +163,7 @@ async function overhead(): Promise<Record<string, unknown>[]> {
 
 // 2. Concurrency on one worker.
 
-async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, unknown>> {
+async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, unknown>[]> {
   const dir = mkdtempSync(join(tmpdir(), "tether-scale-"));
   const schema = schemaName("concurrency");
   const store: Store = kind === "sqlite" ? new SqliteStore({ path: join(dir, "tether.db") }) : await new PostgresStore({ connectionString: url, schema, poolSize: 10 }).open();
@@ -168,49 +171,9 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
   tether.startWorker();
   const reader = kind === "sqlite" ? sqliteReader(join(dir, "tether.db")) : await pgReader(schema);
   try {
-    const loop = monitorEventLoopDelay({ resolution: 5 });
-    const cpuBefore = process.cpuUsage();
-    const began = performance.now();
-    // The runs' journals are stamped with the wall clock.
-    const startedAt = Date.now();
-    loop.enable();
-    const ids: string[] = [];
-    for (let i = 0; i < concurrentRuns; i += 100) {
-      const batch = await Promise.all(Array.from({ length: Math.min(100, concurrentRuns - i) }, (_, j) => tether.start("loader", `topic ${i + j}`)));
-      ids.push(...batch.map((r) => r.id));
-    }
-    const pauses = pauseWhileRunning(tether, ids, reader);
-    await allEnded(reader);
-    const elapsedS = (performance.now() - began) / 1000;
-    loop.disable();
-    const cpu = process.cpuUsage(cpuBefore);
-    const { latencies, calls, paused } = await pauses.stop();
-    const counts = await reader.counts();
-    const steps = await reader.steps();
-    const left = (await reader.ends()).filter((run) => !paused.has(run.id));
-    const leftSteps = left.reduce((sum, run) => sum + run.steps, 0);
-    // None left alone (a handful of runs, all paused): no rate of its own.
-    const leftS = left.length > 0 ? (Math.max(...left.map((run) => run.endedAt)) - startedAt) / 1000 : Number.NaN;
-    const row = {
-      store: kind,
-      runs: concurrentRuns,
-      completed: counts.get("completed") ?? 0,
-      steps,
-      stepsPerSecond: leftSteps / leftS,
-      runsLeftAlone: left.length,
-      stepsPerSecondAllRuns: steps / elapsedS,
-      eventLoopDelayP50Ms: loop.percentile(50) / 1e6,
-      eventLoopDelayP99Ms: loop.percentile(99) / 1e6,
-      pauseP50Ms: percentile(latencies, 50),
-      pauseP99Ms: percentile(latencies, 99),
-      pauseCallP99Ms: percentile(calls, 99),
-      pauses: latencies.length,
-      cpuMsPerStep: (cpu.user + cpu.system) / 1000 / steps,
-    };
-    console.log(
-      `  ${kind.padEnd(8)} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
-    );
-    return row;
+    const rows = [];
+    for (const round of ["cold", "warm"] as const) rows.push(await concurrencyRound(kind, round, tether, reader));
+    return rows;
   } finally {
     await reader.close();
     await tether.close();
@@ -218,6 +181,61 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
     if (kind === "postgres") await dropSchema(schema);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * One batch of `concurrentRuns` runs on the worker, measured until they all end: the first
+ * (`cold`) in a process that has not run the engine's step code yet, as a new user's first try;
+ * the second (`warm`) once the JIT has optimised it, as a worker that has run a while.
+ */
+async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "warm", tether: Runtime, reader: StatusReader): Promise<Record<string, unknown>> {
+  const stepsBefore = await reader.steps();
+  const completedBefore = (await reader.counts()).get("completed") ?? 0;
+  const loop = monitorEventLoopDelay({ resolution: 5 });
+  const cpuBefore = process.cpuUsage();
+  const began = performance.now();
+  // The runs' journals are stamped with the wall clock.
+  const startedAt = Date.now();
+  loop.enable();
+  const ids: string[] = [];
+  for (let i = 0; i < concurrentRuns; i += 100) {
+    const batch = await Promise.all(Array.from({ length: Math.min(100, concurrentRuns - i) }, (_, j) => tether.start("loader", `topic ${i + j}`)));
+    ids.push(...batch.map((r) => r.id));
+  }
+  const pauses = pauseWhileRunning(tether, ids, reader);
+  await allEnded(reader);
+  const elapsedS = (performance.now() - began) / 1000;
+  loop.disable();
+  const cpu = process.cpuUsage(cpuBefore);
+  const { latencies, calls, paused } = await pauses.stop();
+  const completed = ((await reader.counts()).get("completed") ?? 0) - completedBefore;
+  const steps = (await reader.steps()) - stepsBefore;
+  const measured = new Set(ids);
+  const left = (await reader.ends()).filter((run) => measured.has(run.id) && !paused.has(run.id));
+  const leftSteps = left.reduce((sum, run) => sum + run.steps, 0);
+  // None left alone (a handful of runs, all paused): no rate of its own.
+  const leftS = left.length > 0 ? (Math.max(...left.map((run) => run.endedAt)) - startedAt) / 1000 : Number.NaN;
+  const row = {
+    store: kind,
+    round,
+    runs: concurrentRuns,
+    completed,
+    steps,
+    stepsPerSecond: leftSteps / leftS,
+    runsLeftAlone: left.length,
+    stepsPerSecondAllRuns: steps / elapsedS,
+    eventLoopDelayP50Ms: loop.percentile(50) / 1e6,
+    eventLoopDelayP99Ms: loop.percentile(99) / 1e6,
+    pauseP50Ms: percentile(latencies, 50),
+    pauseP99Ms: percentile(latencies, 99),
+    pauseCallP99Ms: percentile(calls, 99),
+    pauses: latencies.length,
+    cpuMsPerStep: (cpu.user + cpu.system) / 1000 / steps,
+  };
+  console.log(
+    `  ${kind.padEnd(8)} ${round} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
+  );
+  return row;
 }
 
 /**
@@ -503,7 +521,7 @@ async function main(): Promise<void> {
   if (!skip.has("concurrency")) {
     console.log(`One worker, ${concurrentRuns} concurrent tool-loop runs:`);
     const rows = [];
-    for (const kind of (process.env.SCALE_STORES ?? "sqlite,postgres").split(",") as ("sqlite" | "postgres")[]) rows.push(await concurrency(kind));
+    for (const kind of (process.env.SCALE_STORES ?? "sqlite,postgres").split(",") as ("sqlite" | "postgres")[]) rows.push(...(await concurrency(kind)));
     results.concurrency = rows;
   }
   if (!skip.has("cluster")) {
