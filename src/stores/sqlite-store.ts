@@ -249,7 +249,7 @@ export class SqliteStore implements Store {
   private createSync = this.wrapTransaction((creation: Creation) => this.applyCreate(creation));
 
   // One refused (a halt) or failed is rolled back alone.
-  private createBatch = this.inSavepoints((creation: Creation) => this.applyCreate(creation));
+  private createBatch = this.inOneTransaction((creation: Creation) => this.applyCreate(creation));
 
   private applyCreate = ({ run, initial, journal }: Creation): { rk: number; record: RunRecord } => {
     if (run.refuseIfHalted) {
@@ -364,7 +364,7 @@ export class SqliteStore implements Store {
   /** Run updates: those that arrive in one turn of the loop commit together (see group-commit.ts). */
   private readonly updates: GroupCommit<RunUpdate, UpdateResult>;
 
-  private updateBatch = this.inSavepoints((update: RunUpdate) => this.applyUpdate(update));
+  private updateBatch = this.inOneTransaction((update: RunUpdate) => this.applyUpdate(update));
 
   private updateSync = this.wrapTransaction((update: RunUpdate): UpdateResult => this.applyUpdate(update));
 
@@ -406,7 +406,7 @@ export class SqliteStore implements Store {
    * thousand concurrent runs (bench/profile-concurrency.ts, three interleaved rounds), and an item
    * seldom throws (a creation refused by a halt, an update of a run that is gone).
    */
-  private inSavepoints<T, R>(apply: (item: T) => R): (items: readonly T[], more: () => boolean) => Outcome<R>[] {
+  private inOneTransaction<T, R>(apply: (item: T) => R): (items: readonly T[], more: () => boolean) => Outcome<R>[] {
     let itemFailed = false;
     const together = this.wrapTransaction((items: readonly T[], more: () => boolean) => {
       const outcomes: Outcome<R>[] = [];
