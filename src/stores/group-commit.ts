@@ -20,9 +20,9 @@
  * `control-writes.ts`) goes ahead of the ordinary ones waiting, behind the urgent ones before it:
  * under a thousand runs' steps a pause would otherwise wait out every batch queued before it.
  *
- * Each write keeps its own outcome: `commitMany` applies them in order, each in its own
- * savepoint, so one that fails (a refused fence, bad input) is rolled back alone and rejects only
- * its own caller. A write is acknowledged only once the transaction that holds it has committed.
+ * Each write keeps its own outcome: `commitMany` applies them in order, and one that fails (a
+ * refused fence, bad input) is rolled back alone and rejects only its own caller (the SQLite
+ * store applies the batch again with a savepoint per write when one throws). A write is acknowledged only once the transaction that holds it has committed.
  */
 export class GroupCommit<T, R> {
   private queue: Pending<T, R>[] = [];
