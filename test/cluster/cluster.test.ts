@@ -206,14 +206,32 @@ describe("many workers on one PostgreSQL database", () => {
   }, 180_000);
 
   it("a worker frozen past its lease (SIGSTOP) and thawed: its writes to the runs it lost are refused and it stops executing them", async () => {
-    const [frozen] = await startWorkers(2, { tokensPerSecond: 200 });
-    const fenced: string[] = [];
-    frozen.onMessage((message) => {
-      if (message.type === "fenced") fenced.push(String(message.runId));
-    });
+    const pair = await startWorkers(2, { tokensPerSecond: 200 });
+    const fencedBy = new Map<number, string[]>();
+    for (const worker of pair) {
+      const fenced: string[] = [];
+      fencedBy.set(worker.pid, fenced);
+      worker.onMessage((message) => {
+        if (message.type === "fenced") fenced.push(String(message.runId));
+      });
+    }
     const ids = await startRuns(12, 10);
+    // The worker frozen is the first found holding a run mid-way: which of the two claims the runs
+    // is a race (under a full suite's load one took all twelve, and the other never held a run).
+    let found: ChildWorker | undefined;
+    await waitUntil(
+      async () => {
+        const held = (await runsOf(ids)).find((r) => r.lease && r.step >= 2 && !terminal.includes(r.status));
+        found = pair.find((worker) => held?.lease?.workerId === `worker-pid-${worker.pid}`);
+        return found !== undefined;
+      },
+      "a worker holds a run mid-way",
+      60_000,
+    );
+    if (!found) throw new Error("unreachable: waitUntil returned without a worker holding a run");
+    const frozen = found;
     const frozenId = `worker-pid-${frozen.pid}`;
-    await waitUntil(async () => (await runsOf(ids)).some((r) => r.lease?.workerId === frozenId && r.step >= 2), "the frozen worker holds a run mid-way", 60_000);
+    const fenced = fencedBy.get(frozen.pid)!;
     process.kill(frozen.pid, "SIGSTOP");
     const lost = (await runsOf(ids)).filter((r) => r.lease?.workerId === frozenId && !terminal.includes(r.status)).map((r) => r.id);
     expect(lost.length).toBeGreaterThan(0);
