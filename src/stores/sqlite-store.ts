@@ -408,32 +408,26 @@ export class SqliteStore implements Store {
    */
   private inOneTransaction<T, R>(apply: (item: T) => R): (items: readonly T[], more: () => boolean) => Outcome<R>[] {
     let itemFailed = false;
-    const together = this.wrapTransaction((items: readonly T[], more: () => boolean) => {
-      const outcomes: Outcome<R>[] = [];
-      for (const item of items) {
-        if (outcomes.length > 0 && !more()) break;
+    const together = this.wrapTransaction((items: readonly T[], more: () => boolean) =>
+      applyWhile(items, more, (item): Outcome<R> => {
         try {
-          outcomes.push({ ok: true, value: apply(item) });
+          return { ok: true, value: apply(item) };
         } catch (error) {
           itemFailed = true;
           throw error;
         }
-      }
-      return outcomes;
-    });
+      }),
+    );
     let savepoint: Database.Transaction<(item: T) => R> | undefined;
     const apart = this.wrapTransaction((items: readonly T[], more: () => boolean) => {
-      savepoint ??= this.db.transaction(apply);
-      const outcomes: Outcome<R>[] = [];
-      for (const item of items) {
-        if (outcomes.length > 0 && !more()) break;
+      const inSavepoint = (savepoint ??= this.db.transaction(apply));
+      return applyWhile(items, more, (item): Outcome<R> => {
         try {
-          outcomes.push({ ok: true, value: savepoint(item) });
+          return { ok: true, value: inSavepoint(item) };
         } catch (error) {
-          outcomes.push({ ok: false, error: this.storeError(error) });
+          return { ok: false, error: this.storeError(error) };
         }
-      }
-      return outcomes;
+      });
     });
     return (items, more) => {
       itemFailed = false;
@@ -882,4 +876,14 @@ interface Creation {
   run: NewRun;
   initial: SnapshotWrite;
   journal: JournalInput[];
+}
+
+/** The outcome of each item in order, the items after the first only while `more()` says so. */
+function applyWhile<T, R>(items: readonly T[], more: () => boolean, one: (item: T) => Outcome<R>): Outcome<R>[] {
+  const outcomes: Outcome<R>[] = [];
+  for (const item of items) {
+    if (outcomes.length > 0 && !more()) break;
+    outcomes.push(one(item));
+  }
+  return outcomes;
 }
