@@ -2,8 +2,9 @@
  * A profiling driver for the one-worker concurrency case of bench/scale.ts: PROFILE_RUNS (default
  * 1000) loader runs at once on PROFILE_STORE (`sqlite`, the default, or `postgres`: a schema of its
  * own in the PostgreSQL at TETHER_TEST_DATABASE_URL, dropped afterwards); prints steps/s, CPU ms
- * per step and loop delay. PROFILE_TOKENS_PER_SECOND (default 100; `Infinity` streams every token
- * at once) separates the engine's cost from the token stream's. PROFILE_LAG_AFTER (ms) starts the
+ * per step, loop delay, and how busy the loop was (its share of the time, its active ms per
+ * step). PROFILE_TOKENS_PER_SECOND (default 100; `Infinity` streams every token at once)
+ * separates the engine's cost from the token stream's. PROFILE_LAG_AFTER (ms) starts the
  * loop-delay window that long after the start, past the runs' creation; PROFILE_KEEP keeps the
  * SQLite database and prints its path; PROFILE_COMMIT_BUDGET sets its `commitBudgetMs`.
  * PROFILE_ROUNDS (default 1) runs the whole batch that many times and measures the last: the
@@ -15,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { createTether, SqliteStore, type Store } from "../src/index.js";
@@ -79,12 +80,14 @@ tether.startWorker();
 const loop = monitorEventLoopDelay({ resolution: 5 });
 const rounds = Number(process.env.PROFILE_ROUNDS ?? 1);
 let cpu0 = process.cpuUsage();
+let busy0 = performance.eventLoopUtilization();
 let t0 = performance.now();
 let stepsBefore = 0;
 for (let round = 1; round <= rounds; round++) {
   if (round === rounds) {
     stepsBefore = await progress.steps();
     cpu0 = process.cpuUsage();
+    busy0 = performance.eventLoopUtilization();
     t0 = performance.now();
     // Marks the measured round for a profile's reader (a preload that watches the loop).
     (globalThis as { profileMeasuredFrom?: bigint }).profileMeasuredFrom = process.hrtime.bigint();
@@ -100,8 +103,9 @@ for (let round = 1; round <= rounds; round++) {
 const s = (performance.now() - t0) / 1000;
 loop.disable();
 const cpu = process.cpuUsage(cpu0);
+const busy = performance.eventLoopUtilization(busy0);
 const steps = (await progress.steps()) - stepsBefore;
-console.log(JSON.stringify({ store: kind, runs, tokensPerSecond, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1) }));
+console.log(JSON.stringify({ store: kind, runs, tokensPerSecond, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1), loopBusy: +busy.utilization.toFixed(3), loopMsPerStep: +(busy.active / steps).toFixed(3) }));
 await tether.close();
 await store.close();
 await progress.close();

@@ -15,7 +15,10 @@
  *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
  *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
  *    paused in-process and resumed once paused. Steps per second, event-loop delay p50/p99, pause
- *    latency p50/p99, CPU ms per step (user + system of the process over all the steps). Two
+ *    latency p50/p99, CPU ms per step (user + system of the process over all the steps, its
+ *    threads included: the collector's helpers, SQLite's checkpointer), and how busy the event
+ *    loop was (`performance.eventLoopUtilization`: its share of the time, and its active ms per
+ *    step; a loop near 100% busy delays every timer, whatever the step costs). Two
  *    batches, one after the other in the same process: `cold`, the first, runs much of the step
  *    code before the JIT has optimised it (a new user's first try); `warm`, the second, is a
  *    worker that has run a while, as the cluster's workers are measured (part 3).
@@ -45,7 +48,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import pg from "pg";
@@ -193,6 +196,7 @@ async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "wa
   const completedBefore = (await reader.counts()).get("completed") ?? 0;
   const loop = monitorEventLoopDelay({ resolution: 5 });
   const cpuBefore = process.cpuUsage();
+  const utilizationBefore = performance.eventLoopUtilization();
   const began = performance.now();
   // The runs' journals are stamped with the wall clock.
   const startedAt = Date.now();
@@ -207,6 +211,7 @@ async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "wa
   const elapsedS = (performance.now() - began) / 1000;
   loop.disable();
   const cpu = process.cpuUsage(cpuBefore);
+  const utilization = performance.eventLoopUtilization(utilizationBefore);
   const { latencies, calls, paused } = await pauses.stop();
   const completed = ((await reader.counts()).get("completed") ?? 0) - completedBefore;
   const steps = (await reader.steps()) - stepsBefore;
@@ -231,9 +236,11 @@ async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "wa
     pauseCallP99Ms: percentile(calls, 99),
     pauses: latencies.length,
     cpuMsPerStep: (cpu.user + cpu.system) / 1000 / steps,
+    loopUtilization: utilization.utilization,
+    loopActiveMsPerStep: utilization.active / steps,
   };
   console.log(
-    `  ${kind.padEnd(8)} ${round} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step`,
+    `  ${kind.padEnd(8)} ${round} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step (the loop ${fmt(row.loopUtilization * 100)}% busy, ${fmt(row.loopActiveMsPerStep, 3)} ms/step)`,
   );
   return row;
 }
@@ -513,7 +520,7 @@ async function pausedMemory(): Promise<Record<string, unknown>> {
 
 async function main(): Promise<void> {
   const skip = new Set((process.env.SCALE_SKIP ?? "").split(",").filter(Boolean));
-  const results: Record<string, unknown> = { loadAverageBefore: loadavg()[0] };
+  const results: Record<string, unknown> = { node: process.version, loadAverageBefore: loadavg()[0] };
   if (!skip.has("overhead")) {
     console.log("PostgreSQL durable overhead per step (~1 KB a step) against one INSERT + commit:");
     results.overhead = await overhead();
