@@ -459,14 +459,13 @@ export class RunExecutor extends RunSession {
       }), this.othersInFlight);
     } else {
       const usage = usageOf(outcome.usage);
-      const reason = `model_error: ${outcome.error.message}`;
-      await this.serial(() => this.write({
-        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage), ...(this.run.status === "running" ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
-        journal: [
-          callEntry("call.failed", this.now(), callSeq, { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs }),
-          ...(this.run.status === "running" ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
-        ],
-      }));
+      const failedCall = () => ({
+        set: { ...this.callsLeft(callSeq), usage: addUsage(this.run.usage, usage) },
+        journal: [callEntry("call.failed", this.now(), callSeq, { kind: "model", name: key, error: outcome.error.code, message: outcome.error.message, usage: usageEntry(usage), durationMs })],
+      });
+      await this.serial(async () => {
+        if (!(await this.writePausing(failedCall, `model_error: ${outcome.error.message}`))) await this.write(failedCall());
+      });
     }
   }
 
@@ -504,16 +503,12 @@ export class RunExecutor extends RunSession {
         return;
       }
       if (TetherError.isInstance(error) && error.code === "tool_unavailable") {
-        const reason = `tool_unavailable: ${error.message}`;
-        await this.serial(() => {
-          const moving = this.run.status === "running";
-          return this.write({
-            set: { ...this.callsLeft(inflight.callSeq), ...(moving ? { status: "pausing", statusReason: reason, pauseMode: "immediate" } : {}) },
-            journal: [
-              callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt }),
-              ...(moving ? [statusEntry(this.now(), "running", "pausing", reason)] : []),
-            ],
-          });
+        const failedCall = () => ({
+          set: this.callsLeft(inflight.callSeq),
+          journal: [callEntry("call.failed", this.now(), inflight.callSeq, { kind: "tool", name: tool.name, error: error.code, message: error.message, durationMs: this.now() - inflight.startedAt })],
+        });
+        await this.serial(async () => {
+          if (!(await this.writePausing(failedCall, `tool_unavailable: ${error.message}`))) await this.write(failedCall());
         });
         return;
       }
@@ -593,16 +588,20 @@ export class RunExecutor extends RunSession {
         ...this.callsLeft(inflight.callSeq),
         guard: guard.guard,
         ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}),
-        ...(tripped ? { status: "pausing" as const, statusReason: guard.tripped, pauseMode: "immediate" as const } : {}),
       },
-      journal: [
-        ...extra,
-        callEntry(failed ? "call.failed" : "call.completed", at, inflight.callSeq, data),
-        ...(tripped ? [{ type: "budget.tripped", at, data: { reason: guard.tripped!, failures: guard.guard.recentFailures ?? [] } } as JournalInput, statusEntry(at, "running", "pausing", guard.tripped)] : []),
-      ],
+      journal: [...extra, callEntry(failed ? "call.failed" : "call.completed", at, inflight.callSeq, data)],
       snapshot,
       ...(effects ? { effects } : {}),
     };
+    // The guard tripped: the outcome and the pause go together, unless a command another process
+    // wrote meanwhile (a cancel, a halt, a pause) holds the run; then the outcome goes alone.
+    if (tripped) {
+      const trip: JournalInput = { type: "budget.tripped", at, data: { reason: guard.tripped!, failures: guard.guard.recentFailures ?? [] } };
+      if (await this.writePausing(() => ({ ...outcomeWrite, journal: [...outcomeWrite.journal, trip] }), guard.tripped!)) {
+        this.writer.commit();
+        return;
+      }
+    }
     // The next call's `started` rides in the same transaction when the loop would start it at
     // once: one commit a step instead of two. It still expects `running`, as the gate does. Not
     // while other calls of the turn are still in flight: the last of them to finish chains.
@@ -721,20 +720,12 @@ export class RunExecutor extends RunSession {
     // One person's decision at a time: none while another uncertain call still waits for one.
     if (!uncertain || uncertain.inflight.uncertain || this.run.inflight?.uncertain) return;
     const { inflight, reason, note } = uncertain;
-    await this.serial(() => {
-      const at = this.now();
-      const moving = this.run.status === "running";
-      return this.write({
-        set: {
-          inflight: { ...inflight, uncertain: true },
-          ...(moving ? { status: "pausing", statusReason: "uncertain_effect", pauseMode: "immediate" } : {}),
-        },
-        journal: [
-          note,
-          callEntry("call.uncertain", at, inflight.callSeq, { kind: "tool", name: inflight.name, reason }),
-          ...(moving ? [statusEntry(at, "running", "pausing", "uncertain_effect")] : []),
-        ],
-      });
+    const marked = () => ({
+      set: { inflight: { ...inflight, uncertain: true } },
+      journal: [note, callEntry("call.uncertain", this.now(), inflight.callSeq, { kind: "tool", name: inflight.name, reason })],
+    });
+    await this.serial(async () => {
+      if (!(await this.writePausing(marked, "uncertain_effect"))) await this.write(marked());
     });
   }
 }

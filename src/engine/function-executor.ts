@@ -732,35 +732,43 @@ export class FunctionExecutor extends RunSession {
     this.live.delete(seq);
   }
 
+  /** The calls left in flight once call `seq` has ended. */
+  private callsLeft(seq: number): RunPatch {
+    const remaining = (this.run.inflightCalls ?? []).filter((c) => c.callSeq !== seq);
+    return {
+      inflightCalls: remaining,
+      inflight: this.run.inflight && this.run.inflight.callSeq !== seq ? this.run.inflight : (remaining[0] ?? null),
+      ...(this.run.waitingFor?.callSeq === seq ? { waitingFor: null } : {}),
+    };
+  }
+
   /** The call's outcome, its record in the snapshot and the usage, in one transaction; then what the function sees. */
   private async commit<T>(call: GateCall, seq: number, inflight: InflightCall, result: LiveResult, extra: JournalInput[]): Promise<T> {
     const written = await this.serial(async () => {
       const at = this.now();
       const durationMs = at - inflight.startedAt;
-      const remaining = (this.run.inflightCalls ?? []).filter((c) => c.callSeq !== seq);
-      const callsLeft: RunPatch = {
-        inflightCalls: remaining,
-        inflight: this.run.inflight && this.run.inflight.callSeq !== seq ? this.run.inflight : (remaining[0] ?? null),
-        ...(this.run.waitingFor?.callSeq === seq ? { waitingFor: null } : {}),
-      };
+      const callsLeft = this.callsLeft(seq);
       const usage = result.type === "ok" || result.type === "aborted" || result.type === "pause" ? result.usage : undefined;
       const usagePatch: RunPatch = usage ? { usage: addUsage(this.run.usage, usage) } : {};
       if (result.type === "aborted" || result.type === "pause") {
-        const moving = result.type === "pause" && this.run.status === "running";
         if (result.type === "pause") this.stopWith(result.reason);
         const pending = this.pendingSnapshot();
-        const ok = await this.write({
-          set: { ...callsLeft, ...usagePatch, ...(moving ? { status: "pausing", statusReason: result.reason, pauseMode: "immediate" } : {}) },
+        // Built again from the record as it is when the move to `pausing` is refused (see `writePausing`).
+        const stoppedCall = () => ({
+          set: { ...this.callsLeft(seq), ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}) },
           journal: [
             ...extra,
             callEntry(result.type === "aborted" ? "call.aborted" : "call.failed", at, seq, { kind: call.kind, name: call.name, ...(result.type === "aborted" ? { reason: result.reason } : {}), ...result.data, durationMs }),
-            ...(moving ? [statusEntry(at, "running", "pausing", result.reason)] : []),
           ],
           ...(pending ? { snapshot: pending.snapshot } : {}),
-        }).catch((error: unknown) => {
+        });
+        let ok: boolean;
+        try {
+          ok = (result.type === "pause" && (await this.writePausing(stoppedCall, result.reason))) || (await this.write(stoppedCall()));
+        } catch (error) {
           if (pending) this.state.messages.length -= pending.count;
           throw error;
-        });
+        }
         if (pending && ok) this.writer.commit();
         else if (pending) this.state.messages.length -= pending.count;
         return undefined;

@@ -315,6 +315,26 @@ export abstract class RunSession {
     await this.write(callEnd());
   }
 
+  /**
+   * Writes `update` (built from the current record) and moves the run from `running` to
+   * `pausing` for `reason` in the same write: an error that needs a person (a model error, a tool
+   * whose server is gone, too many failures in a row, an effect nobody can vouch for). The move
+   * expects `running` as stored, so a cancel, halt or pause that another process wrote meanwhile,
+   * which this worker may not have seen yet, is never written over: false, with nothing written,
+   * when the run is not running (this worker then knows it as it is), and the caller writes its
+   * update alone. Called in its turn of `serial`.
+   */
+  protected async writePausing(update: () => WriteOf<"journal">, reason: string): Promise<boolean> {
+    if (this.run.status !== "running") return false;
+    const call = update();
+    return this.write({
+      ...call,
+      expect: { ...call.expect, status: ["running"] },
+      set: { ...call.set, status: "pausing", statusReason: reason, pauseMode: "immediate" },
+      journal: [...call.journal, statusEntry(this.now(), "running", "pausing", reason)],
+    });
+  }
+
   protected async leaveHalted(): Promise<void> {
     await this.releaseResources(true);
     await this.write({ set: { lease: null, waitingFor: null, ...this.leavingRunning() } });
