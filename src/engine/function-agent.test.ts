@@ -1,16 +1,19 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { effectTool, harness, Ledger, TestClock, waitUntil, type Harness } from "../testing/index.js";
+import { effectTool, harness, Ledger, tempSqlite, TestClock, waitUntil, type Harness, type TempSqlite } from "../testing/index.js";
 import { durableAgent } from "../agents/durable-agent.js";
 import { GateFailedError, PauseSignal } from "./function-agent.js";
 import type { Json } from "./json.js";
-import type { JournalEntry } from "./store.js";
+import type { JournalEntry, RunUpdate } from "./store.js";
 import { tool } from "./tool.js";
 
 let h: Harness | undefined;
+let sqlite: TempSqlite | undefined;
 afterEach(async () => {
   await h?.cleanup();
+  await sqlite?.cleanup();
   h = undefined;
+  sqlite = undefined;
 });
 
 /**
@@ -520,6 +523,59 @@ describe("async-function agents", () => {
     expect(done.steering?.delivered).toBe(1);
     const journal = await journalOf(run.id);
     expect(journal.filter((e) => e.type === "message.delivered").map((e) => e.data.text)).toEqual(["use metric units"]);
+  });
+
+  it("ctx.messages() never loses a message said by another process while its delivery is being written", async () => {
+    sqlite = tempSqlite();
+    const base = sqlite.open();
+    // The worker's store, holding back its first write of a delivery until the test lets it go.
+    let holding = false;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const store = new Proxy(base, {
+      get(target, property) {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== "function") return value;
+        return async (...args: unknown[]) => {
+          const update = args[0] as RunUpdate;
+          if (property === "update" && !holding && update.journal?.some((e) => e.type === "message.delivered")) {
+            holding = true;
+            await released;
+          }
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const gate = new Gatekeeper();
+    const heard: string[][] = [];
+    const agent = durableAgent({
+      name: "listener3",
+      run: async (ctx) => {
+        await ctx.step("wait-for-words", async ({ signal }) => gate.pass(signal), { abortable: true });
+        heard.push((await ctx.messages()).map((m) => m.text));
+        heard.push((await ctx.messages()).map((m) => m.text));
+        return heard.flat();
+      },
+    });
+    h = harness([agent], { store });
+    const rt = h.runtime;
+    const other = h.open({ worker: false, store: sqlite.open() });
+    const run = await rt.start("listener3", null);
+    await waitUntil(() => gate.started === 1, { what: "the first step" });
+    await rt.say(run.id, "A", { actor: "alice" });
+    gate.open();
+    await waitUntil(() => holding, { what: "the delivery of A to be on its way" });
+    await other.say(run.id, "B", { actor: "bob" });
+    release();
+
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status).toBe("completed");
+    expect(heard).toEqual([["A"], ["B"]]);
+    expect(done.steering?.messages.map((m) => m.text)).toEqual(["A", "B"]);
+    expect(done.steering?.delivered).toBe(2);
+    const journal = await journalOf(run.id);
+    expect(journal.filter((e) => e.type === "message.queued").map((e) => e.data.text)).toEqual(["A", "B"]);
+    expect(journal.filter((e) => e.type === "message.delivered").map((e) => e.data.text)).toEqual(["A", "B"]);
   });
 
   it("a replay after a pause returns the journaled messages, not the ones sent since", async () => {

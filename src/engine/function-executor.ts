@@ -14,7 +14,7 @@ import type { ResourceHolder } from "./resources.js";
 import { RunSession, stopped, type Compensator } from "./run-session.js";
 import { statusEntry } from "./status-entry.js";
 import { undeliveredSteering } from "./steering.js";
-import type { EffectRecord, EffectWrite, InflightCall, JournalInput, RunPatch, RunRecord, SnapshotWrite } from "./store.js";
+import type { EffectRecord, EffectWrite, InflightCall, JournalInput, RunPatch, RunRecord, RunUpdate, SnapshotWrite } from "./store.js";
 import type { AnyTool, CheckResult, Tool } from "./tool.js";
 import { addUsage, usageEntry, type Usage } from "./usage.js";
 
@@ -60,6 +60,9 @@ type Invocation = { type: "returned"; output: Json } | { type: "threw"; error: u
 
 /** How long a function that was told to stop gets to unwind (its `finally` blocks) before the run is paused anyway. */
 const unwindGraceMs = 200;
+
+/** How often a call's end that expects the record's version is built again before the commit gives up (see `commit`). */
+const maxCommitAttempts = 20;
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -747,9 +750,7 @@ export class FunctionExecutor extends RunSession {
     const written = await this.serial(async () => {
       const at = this.now();
       const durationMs = at - inflight.startedAt;
-      const callsLeft = this.callsLeft(seq);
       const usage = result.type === "ok" || result.type === "aborted" || result.type === "pause" ? result.usage : undefined;
-      const usagePatch: RunPatch = usage ? { usage: addUsage(this.run.usage, usage) } : {};
       if (result.type === "aborted" || result.type === "pause") {
         if (result.type === "pause") this.stopWith(result.reason);
         const pending = this.pendingSnapshot();
@@ -784,28 +785,41 @@ export class FunctionExecutor extends RunSession {
       const snapshot = this.writer.prepare(this.state, step, at);
       const effect: EffectWrite[] =
         call.compensate && result.type === "ok" ? [{ callSeq: seq, tool: call.name, input: call.effectInput, result: result.value, state: "done", attempts: 0, error: null, updatedAt: at }] : [];
-      const extraWrite = result.type === "ok" && call.onCommit ? call.onCommit(this.run, result.value, at) : { set: {}, journal: [] };
-      const approvals = call.kind === "tool" ? withoutApproval(this.run, { type: "tool", toolCallId: `gate:${seq}`, toolName: call.name, input: call.input ?? null }) : undefined;
-      const ok = await this.write({
-        set: { ...callsLeft, ...usagePatch, step, ...(approvals ? { approvals } : {}), ...extraWrite.set },
-        journal: [
-          ...extra,
-          ...extraWrite.journal,
-          callEntry(result.type === "ok" ? "call.completed" : "call.failed", at, seq, {
-            kind: call.kind,
-            name: call.name,
-            durationMs,
-            ...(usage ? { usage: usageEntry(usage) } : {}),
-            ...(result.type === "failed" ? { error: result.code, message: result.message } : {}),
-            resultInMessage: this.state.messages.length - 1,
-          }),
-        ],
-        snapshot,
-        ...(effect.length ? { effects: effect } : {}),
-      }).catch((error: unknown) => {
+      const completed = callEntry(result.type === "ok" ? "call.completed" : "call.failed", at, seq, {
+        kind: call.kind,
+        name: call.name,
+        durationMs,
+        ...(usage ? { usage: usageEntry(usage) } : {}),
+        ...(result.type === "failed" ? { error: result.code, message: result.message } : {}),
+        resultInMessage: this.state.messages.length - 1,
+      });
+      // The call's end, from the record as it is. A call whose commit also changes a part of the
+      // record that another process may change meanwhile (the messages gate marks the steering
+      // queue delivered while a person may be adding to it) expects the record's version, and is
+      // built again from the newer record when it moved: a message said meanwhile is never lost.
+      const callEnd = (): Omit<RunUpdate, "runId"> => {
+        const extraWrite = result.type === "ok" && call.onCommit ? call.onCommit(this.run, result.value, at) : { set: {}, journal: [] };
+        const approvals = call.kind === "tool" ? withoutApproval(this.run, { type: "tool", toolCallId: `gate:${seq}`, toolName: call.name, input: call.input ?? null }) : undefined;
+        return {
+          ...(Object.keys(extraWrite.set).length > 0 ? { expect: { version: this.run.version } } : {}),
+          set: { ...this.callsLeft(seq), ...(usage ? { usage: addUsage(this.run.usage, usage) } : {}), step, ...(approvals ? { approvals } : {}), ...extraWrite.set },
+          journal: [...extra, ...extraWrite.journal, completed],
+          snapshot,
+          ...(effect.length ? { effects: effect } : {}),
+        };
+      };
+      let ok = false;
+      try {
+        for (let attempt = 1; !ok; attempt++) {
+          const update = callEnd();
+          ok = await this.write(update);
+          if (update.expect === undefined) break;
+          if (!ok && attempt >= maxCommitAttempts) throw new TetherError("store_error", `run ${this.run.id}: its record kept changing while call ${seq} (${call.name}) was being committed; gave up after ${attempt} attempts`);
+        }
+      } catch (error) {
         this.state.messages.length -= pendingCount + 1;
         throw error;
-      });
+      }
       if (!ok) {
         this.state.messages.length -= pendingCount + 1;
         return undefined;
