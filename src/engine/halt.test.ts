@@ -151,4 +151,36 @@ describe("halt, the kill switch", () => {
     expect(ledger.executionsOf("slow")).toBe(1);
     expect(ledger.executionsOf("quick")).toBe(1);
   });
+
+  it("drops a late result once the run has moved on since the halt (unhalted and edited): the state stays readable and the call is recovered as any call cut short", async () => {
+    const ledger = new Ledger();
+    let finishSlow!: () => void;
+    const slowMayFinish = new Promise<void>((resolve) => (finishSlow = resolve));
+    const slow = effectTool({ name: "slow", ledger, beforeEffect: () => slowMayFinish });
+    const quick = effectTool({ name: "quick", ledger });
+    h = harness([sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] })]);
+    const rt = h.runtime;
+    const run = await rt.start("steps", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await rt.halt();
+    await rt.settled(run.id);
+    await rt.unhalt();
+    expect((await rt.get(run.id)).status).toBe("paused");
+    await rt.editState(run.id, { message: "use the staging account", actor: "alice" });
+    const edited = await rt.get(run.id);
+
+    finishSlow();
+    await waitUntil(() => ledger.effects.size === 1, { what: "the slow call's effect" });
+    // The late result's write, had it been sent, lands within a turn or two of the group commit.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await rt.get(run.id)).toMatchObject({ version: edited.version, snapshotSeq: edited.snapshotSeq, step: 0 });
+    expect((await rt.journal(run.id)).some((e) => e.type === "call.completed")).toBe(false);
+    expect((await rt.state(run.id)).messages.map((m) => m.content)).toEqual(["use the staging account"]);
+
+    // Resumed, the call cut short is what its tool declared (not idempotent: uncertain), never run again unasked.
+    await rt.resume(run.id, { actor: "alice" });
+    const after = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(after).toMatchObject({ status: "paused", statusReason: "uncertain_effect" });
+    expect(ledger.executionsOf("slow")).toBe(1);
+  });
 });

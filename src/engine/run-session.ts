@@ -42,6 +42,13 @@ export abstract class RunSession {
   private lastRenewal: number;
   /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
   protected detached = false;
+  /**
+   * Set once a halted run is let go (`leaveHalted`): the version of the run as this executor left
+   * it. A call that ignored its signal may still end; its result is written only while nothing
+   * else has written the run since (the run still halted as it was left), never over an unhalt, a
+   * person's edit or a resume, which a snapshot built from this executor's state would corrupt.
+   */
+  private letGoAt: number | undefined;
 
   constructor(
     protected readonly ctx: EngineContext,
@@ -175,15 +182,19 @@ export abstract class RunSession {
       this.lastRenewal = now;
       renewLease = { workerId: this.ctx.workerId, until: now + this.ctx.leaseMs };
     }
-    const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect: { ...update.expect, epoch: this.run.epoch } });
+    const expect = { ...update.expect, epoch: this.run.epoch, ...(this.letGoAt !== undefined ? { version: this.letGoAt } : {}) };
+    const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect });
     if (!result.ok) {
       if (result.run.epoch !== this.run.epoch) {
         this.stopAll.abort(new LeaseLostError(this.run.id));
         throw new LeaseLostError(this.run.id);
       }
+      // Let go, and the run moved on since: what is left of this executor writes nothing more.
+      if (this.letGoAt !== undefined) throw new LeaseLostError(this.run.id);
       this.observe(result.run);
       return false;
     }
+    if (this.letGoAt !== undefined) this.letGoAt = result.run.version;
     if (result.run.version > this.run.version) this.adopt(result.run);
     this.ctx.bus.publishJournal(result.journal);
     return true;
@@ -338,6 +349,7 @@ export abstract class RunSession {
   protected async leaveHalted(): Promise<void> {
     await this.releaseResources(true);
     await this.write({ set: { lease: null, waitingFor: null, ...this.leavingRunning() } });
+    this.letGoAt = this.run.version;
   }
 
   protected async complete(output: Json): Promise<boolean> {
