@@ -12,6 +12,11 @@ import { statusEntry } from "./status-entry.js";
 
 export type Compensator = (input: Json, result: Json, ctx: CompensationContext) => Promise<void> | void;
 
+/** The times each run was let go after a store error (`letGoAfterStoreError`), per engine. */
+const storeErrorLetGos = new WeakMap<EngineContext, Map<string, number[]>>();
+const maxStoreErrorLetGos = 3;
+const storeErrorWindowMs = 60_000;
+
 /** A write of this run (the update without its id), with fields `K` present. */
 type WriteOf<K extends keyof RunUpdate> = Omit<RunUpdate, "runId"> & Required<Pick<RunUpdate, K>>;
 
@@ -380,11 +385,51 @@ export abstract class RunSession {
 
   private async failUnexpectedly(error: unknown): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
+    if (TetherError.isInstance(error) && error.code === "store_error" && this.mayLetGoAfterStoreError()) {
+      await this.letGoAfterStoreError(message);
+      return;
+    }
     try {
       await this.fail(TetherError.isInstance(error) ? error.code : "internal_error", message);
     } catch {
       // The store is unreachable: the lease expires and another worker recovers the run.
     }
+  }
+
+  /**
+   * A write the store refused (a connection reset, a deadlock, a database busy past its timeout)
+   * says nothing about the run: the run is let go as it is stored, for a worker (this one's next
+   * poll, or another) to take again and recover, each call in flight as its tool declared
+   * (re-issued, checked, or uncertain). Failing the run would end it with its last call's effect
+   * unrecorded, and a cancel could no longer undo it. The lease is given up when the store takes
+   * the write; when not, it runs out. Nothing of this executor writes the run after.
+   */
+  private async letGoAfterStoreError(problem: string): Promise<void> {
+    try {
+      await this.write({ set: { lease: null, waitingFor: null }, journal: [{ type: "recovery", at: this.now(), data: { problem, status: this.run.status } }] });
+    } catch {
+      // The store is unreachable: the lease runs out instead.
+    }
+    this.detached = true;
+    this.stopAll.abort("store_error");
+  }
+
+  /**
+   * Whether a run may be let go after a store error once more: not when this process let it go
+   * that way `maxStoreErrorLetGos` times in the last `storeErrorWindowMs` (a write the store
+   * refuses every time, not a passing fault), which fails the run as any other error does.
+   */
+  private mayLetGoAfterStoreError(): boolean {
+    let byRun = storeErrorLetGos.get(this.ctx);
+    if (!byRun) storeErrorLetGos.set(this.ctx, (byRun = new Map()));
+    const now = this.now();
+    const recent = (byRun.get(this.run.id) ?? []).filter((at) => now - at < storeErrorWindowMs);
+    if (recent.length >= maxStoreErrorLetGos) {
+      byRun.delete(this.run.id);
+      return false;
+    }
+    byRun.set(this.run.id, [...recent, now]);
+    return true;
   }
 
   /** How to undo a completed effect: by default its tool's `compensate`, found by name. */
