@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { durableAgent } from "../agents/durable-agent.js";
 import { effectTool, harness, Ledger, waitUntil, type Harness } from "../testing/index.js";
+import { tempPostgres, type TempPostgres } from "../testing/temp-postgres.js";
+import type { SqliteStore } from "../sqlite-store-types.js";
 import { TetherError } from "./errors.js";
 import type { ModelCallOptions, ModelRequest, ModelStreamPart, TetherModel } from "./model.js";
 import { defineAgent, type Action } from "./agent.js";
@@ -17,9 +19,12 @@ import { tool, type AnyTool } from "./tool.js";
  */
 
 let h: Harness | undefined;
+let pg: TempPostgres | undefined;
 afterEach(async () => {
   await h?.cleanup();
+  await pg?.cleanup();
   h = undefined;
+  pg = undefined;
 });
 
 /** A model call that stays open until the test fails it, as a provider's 500 would end it. */
@@ -102,6 +107,25 @@ describe("a worker that has not seen a control command yet", () => {
     expect(statusMoves(journal)).toEqual(["queued>running", "running>cancelling", "cancelling>cancelled"]);
     // The failed call is journaled all the same.
     expect(journal.filter((e) => e.type === "call.failed").map((e) => e.data.error)).toEqual(["model_error"]);
+  });
+
+  it("does not pause over a cancel on PostgreSQL either, where the command also comes as a notification", async () => {
+    const ledger = new Ledger();
+    const model = new FailOnCueModel();
+    pg = tempPostgres("unseen");
+    // The harness takes any store; its type names SQLite's.
+    const workerStore = (await pg.open().open()) as unknown as SqliteStore;
+    h = harness([publishThenThink(ledger, model)], { store: workerStore, controlPollMs: 60_000 });
+    const run = await h.runtime.start("publish-then-think", null);
+    await waitUntil(() => model.calls === 1, { what: "the model call" });
+    const control = h.open({ worker: false, store: (await pg.open().open()) as unknown as SqliteStore });
+    expect((await control.cancel(run.id, { actor: "alice" })).status).toBe("cancelling");
+    model.failNow();
+
+    const final = await h.runtime.waitFor(run.id, ["cancelled", "paused", "completed", "failed"], { timeoutMs: 10_000 });
+    expect(final.status).toBe("cancelled");
+    expect(ledger.compensationsOf("publish")).toBe(1);
+    expect(statusMoves(await journalOf(run.id))).toEqual(["queued>running", "running>cancelling", "cancelling>cancelled"]);
   });
 
   it("does not pause over a halt when the model call fails: the run stays halted", async () => {
