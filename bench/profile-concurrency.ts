@@ -2,10 +2,10 @@
  * A profiling driver for the one-worker concurrency case of bench/scale.ts: PROFILE_RUNS (default
  * 1000) loader runs at once on PROFILE_STORE (`sqlite`, the default, or `postgres`: a schema of its
  * own in the PostgreSQL at TETHER_TEST_DATABASE_URL, dropped afterwards); prints steps/s, CPU ms
- * per step, loop delay, and how busy the loop was (its share of the time, its active ms per
+ * per step, event-loop lag (bench/loop-lag.ts), and how busy the loop was (its share of the time, its active ms per
  * step). PROFILE_TOKENS_PER_SECOND (default 100; `Infinity` streams every token at once)
  * separates the engine's cost from the token stream's. PROFILE_LAG_AFTER (ms) starts the
- * loop-delay window that long after the start, past the runs' creation; PROFILE_KEEP keeps the
+ * loop-lag window that long after the start, past the runs' creation; PROFILE_KEEP keeps the
  * SQLite database and prints its path; PROFILE_COMMIT_BUDGET sets its `commitBudgetMs`.
  * PROFILE_ROUNDS (default 1) runs the whole batch that many times and measures the last: the
  * rounds before it warm the JIT, as a worker that has run for a while is (the first round of a
@@ -16,13 +16,14 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { performance } from "node:perf_hooks";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { createTether, SqliteStore, type Store } from "../src/index.js";
 import { PostgresStore } from "../src/stores/pg-store.js";
 import { testDatabaseUrl } from "../src/testing/temp-postgres.js";
 import { loaderAgent } from "./loader-agent.js";
+import { loopLag } from "./loop-lag.js";
 
 const runs = Number(process.env.PROFILE_RUNS ?? 1000);
 const tokensPerSecond = Number(process.env.PROFILE_TOKENS_PER_SECOND ?? 100);
@@ -77,7 +78,7 @@ async function openStore(): Promise<{ store: Store; progress: Progress }> {
 const { store, progress } = await openStore();
 const tether = createTether({ agents: [loaderAgent(6, { tokensPerSecond })], store, concurrency: runs, secrets: false });
 tether.startWorker();
-const loop = monitorEventLoopDelay({ resolution: 5 });
+const loop = loopLag(5);
 const rounds = Number(process.env.PROFILE_ROUNDS ?? 1);
 let cpu0 = process.cpuUsage();
 let busy0 = performance.eventLoopUtilization();
@@ -105,7 +106,7 @@ loop.disable();
 const cpu = process.cpuUsage(cpu0);
 const busy = performance.eventLoopUtilization(busy0);
 const steps = (await progress.steps()) - stepsBefore;
-console.log(JSON.stringify({ store: kind, runs, tokensPerSecond, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), loopP50: +(loop.percentile(50) / 1e6).toFixed(1), loopP99: +(loop.percentile(99) / 1e6).toFixed(1), loopBusy: +busy.utilization.toFixed(3), loopMsPerStep: +(busy.active / steps).toFixed(3) }));
+console.log(JSON.stringify({ store: kind, runs, tokensPerSecond, steps, stepsPerSecond: +(steps / s).toFixed(1), cpuMsPerStep: +((cpu.user + cpu.system) / 1000 / steps).toFixed(3), lagP50: +loop.lagMs(50).toFixed(1), lagP99: +loop.lagMs(99).toFixed(1), intervalP99: +loop.intervalMs(99).toFixed(1), loopBusy: +busy.utilization.toFixed(3), loopMsPerStep: +(busy.active / steps).toFixed(3) }));
 await tether.close();
 await store.close();
 await progress.close();

@@ -14,9 +14,10 @@
  * 2. Concurrency on one worker, SQLite and PostgreSQL (SCALE_STORES, default both): SCALE_RUNS
  *    (default 1000) tool-loop runs at once (simulated model at 100 tokens/s, a 50 ms abortable
  *    tool, 6 rounds: 13 steps each), started together; meanwhile every 100 ms one running run is
- *    paused in-process and resumed once paused. Steps per second, event-loop delay p50/p99, pause
- *    latency p50/p99, CPU ms per step (user + system of the process over all the steps, its
- *    threads included: the collector's helpers, SQLite's checkpointer), and how busy the event
+ *    paused in-process and resumed once paused. Steps per second, event-loop lag p50/p99 (how late a
+ *    timer fires: bench/loop-lag.ts), pause latency p50/p99, CPU ms per step (user + system of the
+ *    process over all the steps, its threads included: the collector's helpers, SQLite's
+ *    checkpointer), and how busy the event
  *    loop was (`performance.eventLoopUtilization`: its share of the time, and its active ms per
  *    step; a loop near 100% busy delays every timer, whatever the step costs). Two
  *    batches, one after the other in the same process: `cold`, the first, runs much of the step
@@ -48,7 +49,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import pg from "pg";
@@ -56,6 +57,7 @@ import { createTether, SqliteStore, type Runtime, type Store } from "../src/inde
 import { PostgresStore } from "../src/stores/pg-store.js";
 import { testDatabaseUrl } from "../src/testing/temp-postgres.js";
 import { baselineLoop, benchAgent, instantModel, median, percentile, runDurable } from "./bench-agent.js";
+import { loopLag } from "./loop-lag.js";
 import { loaderAgent } from "./loader-agent.js";
 
 const projectRoot = fileURLToPath(new URL("../", import.meta.url));
@@ -194,7 +196,7 @@ async function concurrency(kind: "sqlite" | "postgres"): Promise<Record<string, 
 async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "warm", tether: Runtime, reader: StatusReader): Promise<Record<string, unknown>> {
   const stepsBefore = await reader.steps();
   const completedBefore = (await reader.counts()).get("completed") ?? 0;
-  const loop = monitorEventLoopDelay({ resolution: 5 });
+  const loop = loopLag(5);
   const cpuBefore = process.cpuUsage();
   const utilizationBefore = performance.eventLoopUtilization();
   const began = performance.now();
@@ -229,8 +231,9 @@ async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "wa
     stepsPerSecond: leftSteps / leftS,
     runsLeftAlone: left.length,
     stepsPerSecondAllRuns: steps / elapsedS,
-    eventLoopDelayP50Ms: loop.percentile(50) / 1e6,
-    eventLoopDelayP99Ms: loop.percentile(99) / 1e6,
+    eventLoopLagP50Ms: loop.lagMs(50),
+    eventLoopLagP99Ms: loop.lagMs(99),
+    eventLoopIntervalP99Ms: loop.intervalMs(99),
     pauseP50Ms: percentile(latencies, 50),
     pauseP99Ms: percentile(latencies, 99),
     pauseCallP99Ms: percentile(calls, 99),
@@ -240,7 +243,7 @@ async function concurrencyRound(kind: "sqlite" | "postgres", round: "cold" | "wa
     loopActiveMsPerStep: utilization.active / steps,
   };
   console.log(
-    `  ${kind.padEnd(8)} ${round} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop delay p50 ${fmt(row.eventLoopDelayP50Ms)} ms p99 ${fmt(row.eventLoopDelayP99Ms)} ms   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step (the loop ${fmt(row.loopUtilization * 100)}% busy, ${fmt(row.loopActiveMsPerStep, 3)} ms/step)`,
+    `  ${kind.padEnd(8)} ${round} ${row.completed}/${row.runs} runs, ${steps} steps: ${fmt(row.stepsPerSecond)} steps/s (${left.length} runs not paused; all runs until the last: ${fmt(row.stepsPerSecondAllRuns)})   loop lag p50 ${fmt(row.eventLoopLagP50Ms)} ms p99 ${fmt(row.eventLoopLagP99Ms)} ms (5 ms samples ${fmt(row.eventLoopIntervalP99Ms)} ms apart at p99)   pause p50 ${fmt(row.pauseP50Ms)} ms p99 ${fmt(row.pauseP99Ms)} ms (${latencies.length}; the call p99 ${fmt(row.pauseCallP99Ms)} ms)   CPU ${fmt(row.cpuMsPerStep, 3)} ms/step (the loop ${fmt(row.loopUtilization * 100)}% busy, ${fmt(row.loopActiveMsPerStep, 3)} ms/step)`,
   );
   return row;
 }
