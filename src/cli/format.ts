@@ -84,12 +84,16 @@ export function formatBytes(bytes: number): string {
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
 }
 
-/** `30d`, `12h`, `45m`, `90s` or a number of milliseconds → milliseconds; undefined when unreadable. */
+/**
+ * `30d`, `12h`, `45m`, `90s`, `2w` or `500ms` → milliseconds; undefined when unreadable. The unit
+ * is required: a bare `30` could mean days or milliseconds, and for `prune` the difference is the
+ * whole history.
+ */
 export function parseDuration(text: string): number | undefined {
-  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?$/.exec(text.trim());
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim());
   if (!match) return undefined;
-  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[(match[2] ?? "ms") as "ms"];
-  return Number(match[1]) * scale;
+  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[match[2] as "ms"];
+  return Math.round(Number(match[1]) * scale);
 }
 
 export function showRun(run: RunView, now: number, storage?: RunStorage): string {

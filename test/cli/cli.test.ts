@@ -359,6 +359,22 @@ describe("tether CLI against a real `tether serve`", () => {
     expect((await cli(["--db", db, "token", "create", "--role", "root", "--name", "x"])).code).toBe(2);
   });
 
+  it("prune refuses an age with no unit, a batch of none, and an age before any date, before it touches the store", async () => {
+    const db = join(cwd, "prune", "t.db");
+    const bare = await cli(["--db", db, "prune", "--completed-before", "30"]);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr.trim()).toBe('tether: --completed-before "30" is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s (a number alone is refused: days or milliseconds?)');
+    expect((await cli(["--db", db, "prune", "--completed-before", "30d", "--batch", "0"])).stderr).toContain("--batch must be a whole number of at least 1");
+    expect((await cli(["--db", db, "prune", "--completed-before", "30d", "--batch", "abc"])).code).toBe(2);
+    const ancient = await cli(["--db", db, "prune", "--completed-before", "99999999999d"]);
+    expect(ancient.code).toBe(2);
+    expect(ancient.stderr).toContain("reaches back before any date");
+    expect(existsSync(db)).toBe(false);
+    const dry = await cli(["--db", db, "prune", "--completed-before", "30d", "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/^would remove 0 finished runs last updated before /);
+  });
+
   it("serve refuses a non-loopback host without a token", async () => {
     const other = mkdtempSync(join(tmpdir(), "tether-cli-open-"));
     try {

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { info, out, withConnection, type CliIo } from "../cli-context.js";
+import { info, integer, out, withConnection, type CliIo } from "../cli-context.js";
 import { throwIfDamaged } from "../damaged-runs.js";
 import { TetherError, type ErrorCode } from "../../engine/errors.js";
 import type { RunFailure } from "../../engine/halt-command.js";
@@ -22,11 +22,13 @@ export function haltCommands(program: Command, io: CliIo): void {
     .description("delete finished runs (completed, failed, cancelled) last updated before a bound, with their journals (admin); never a run that is not finished")
     .requiredOption("--completed-before <age>", "how old a finished run must be: 30d, 12h, 45m, 90s")
     .option("--dry-run", "count what would be removed, remove nothing")
-    .option("--batch <n>", "runs deleted per transaction (running work goes on between batches)", (v) => Number.parseInt(v, 10))
+    .option("--batch <n>", "runs deleted per transaction (running work goes on between batches)", integer("--batch", 1))
     .option("--json", "print JSON")
     .action(async function prune(this: Command, flags: { completedBefore: string; dryRun?: boolean; batch?: number }) {
       const olderThanMs = parseDuration(flags.completedBefore);
-      if (olderThanMs === undefined) throw new TetherError("invalid_input", `--completed-before ${JSON.stringify(flags.completedBefore)} is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s`);
+      if (olderThanMs === undefined) throw new TetherError("invalid_input", `--completed-before ${JSON.stringify(flags.completedBefore)} is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s (a number alone is refused: days or milliseconds?)`);
+      // JavaScript dates reach back to 271,821 BC: an age past this year's distance from there is no date.
+      if (olderThanMs > Date.now() + 8.64e15) throw new TetherError("invalid_input", `--completed-before ${flags.completedBefore} reaches back before any date; every finished run is newer than that`);
       await withConnection(this, {}, async ({ client, target }, globals) => {
         const result = await client.prune({ olderThanMs, dryRun: flags.dryRun, ...(flags.batch ? { batchSize: flags.batch } : {}) });
         if (globals.json) return out(io, JSON.stringify(result));
