@@ -564,13 +564,19 @@ export class FunctionExecutor extends RunSession {
       if (recovered.type === "result") return this.commit<T>(call, seq, earlier, recovered.result, recovered.journal);
       recoveryNote = recovered.journal;
     }
+    let gated = call;
     if (call.kind === "tool") {
       const approval = await this.approvalGate(call, seq);
       if (approval.type === "refused") return this.commit<T>(call, seq, earlier ?? this.inflightFor(call, seq), approval.result, []);
-      input = approval.input ?? input;
+      if (approval.input !== undefined) {
+        // Approved with edited arguments: the tool runs with them, and `call.started` and the
+        // effect a cancel would undo name them, not the ones the agent proposed.
+        input = approval.input;
+        gated = { ...call, startedData: { ...call.startedData, input: approval.input }, effectInput: approval.input };
+      }
     }
-    const started = await this.start(call, seq, key, hash, recoveryNote);
-    return this.perform<T>(call, seq, key, started, input);
+    const started = await this.start(gated, seq, key, hash, recoveryNote);
+    return this.perform<T>(gated, seq, key, started, input);
   }
 
   private inflightFor(call: GateCall, seq: number): InflightCall {
@@ -631,6 +637,11 @@ export class FunctionExecutor extends RunSession {
   private async approvalGate(call: GateCall, seq: number): Promise<{ type: "go"; input?: Json } | { type: "refused"; result: LiveResult }> {
     const action: Action & { type: "tool" } = { type: "tool", toolCallId: `gate:${seq}`, toolName: call.name, input: call.input ?? null };
     const request = approvalOf(this.run, action);
+    // The call at this position asks for other arguments than those a person was asked about (the
+    // function read something that changed since): what was decided is not this call.
+    if (request && inputHash(request.input) !== inputHash(action.input)) {
+      throw this.diverge(seq, { seq, kind: "tool", name: request.tool, hash: inputHash(request.input) }, { kind: call.kind, name: call.name, hash: inputHash(action.input) });
+    }
     const decision = request?.decision;
     if (decision?.decision === "approved") return { type: "go", input: decision.input ?? undefined };
     if (decision?.decision === "rejected") {
