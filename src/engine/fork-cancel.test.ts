@@ -1,7 +1,7 @@
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { effectTool, harness, Ledger, sequenceAgent, type Harness } from "../testing/index.js";
+import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
 import { ForkInheritsEffectsError } from "./errors.js";
 import type { JournalEntry } from "./store.js";
 import { tool } from "./tool.js";
@@ -169,6 +169,30 @@ describe("cancelling a run that a live fork inherited effects from", () => {
     expect(control.data).not.toHaveProperty("inherited");
     expect(control.data).not.toHaveProperty("forks");
     expect(await rt.get(fork.id)).toMatchObject({ status: "paused" });
+  });
+
+  it("a fork is refused while its source is being cancelled, and from a later step than 0 once the cancel undid effects", async () => {
+    const ledger = new Ledger();
+    let releaseUndo!: () => void;
+    const undoMayGo = new Promise<void>((resolve) => (releaseUndo = resolve));
+    const publish = tool({ name: "publish", description: "Publish", input: z.object({ id: z.string() }), needsApproval: true, execute: ({ id }) => ({ published: id }) });
+    const work = effectTool({ name: "work", ledger, compensable: true, beforeCompensate: () => undoMayGo });
+    const steps = ["a", "b", "c"].map((id) => ({ tool: "work", input: { id } }));
+    h = harness([sequenceAgent({ name: "writer", tools: [work, publish], steps: [...steps, { tool: "publish", input: { id: "d" } }] })]);
+    const rt = h.runtime;
+    const source = await rt.start("writer", null);
+    await rt.waitFor(source.id, ["paused"]);
+    // No live fork yet: the cancel asks for no choice. Its first undo is slow.
+    await rt.cancel(source.id, { actor: "bo" });
+    await waitUntil(async () => (await rt.get(source.id)).waitingFor?.kind === "compensation", { what: "the first undo to start" });
+
+    await expect(rt.fork(source.id, { fromStep: 2, actor: "ana" })).rejects.toMatchObject({ code: "illegal_transition", message: expect.stringContaining("it is cancelling; its effects are being undone") });
+    releaseUndo();
+    const cancelled = await rt.waitFor(source.id, ["cancelled"]);
+    expect(cancelled.report?.compensated.map((c) => c.callSeq)).toEqual([3, 2, 1]);
+    await expect(rt.fork(source.id, { fromStep: 2 })).rejects.toMatchObject({ code: "illegal_transition", details: { currentStatus: "cancelled" } });
+    // From step 0 it inherits nothing.
+    expect((await rt.fork(source.id, { fromStep: 0, actor: "ana" })).forkedFrom).toEqual({ runId: source.id, step: 0 });
   });
 
   it("a live fork of a fork counts, even when the fork between them has ended", async () => {

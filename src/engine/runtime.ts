@@ -11,7 +11,7 @@ import { systemClock, type Clock } from "./clock.js";
 import { getRun, hasLiveLease, type ControlHost, type ControlOptions } from "./control-command.js";
 import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
-import { InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
+import { IllegalTransitionError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns, type HaltResult, type UnhaltResult } from "./halt-command.js";
 import type { ProcessProbe } from "./lease-holder.js";
@@ -372,6 +372,15 @@ export class Runtime {
    */
   async fork(runId: string, options: ForkOptions): Promise<RunRecord> {
     const source = await this.get(runId);
+    // A fork inherits the effects its source completed up to its step. A cancel decided whether
+    // to undo them when no fork existed; one made while they are being undone, or after, would
+    // rely on effects that are gone.
+    if (source.status === "cancelling") {
+      throw new IllegalTransitionError(runId, "fork", "cancelling", "its effects are being undone; fork it once cancelled, from step 0, or fork before cancelling (a cancel then asks what to do with the effects a live fork inherited)");
+    }
+    if (source.status === "cancelled" && options.fromStep > 0 && (source.report?.compensated.length ?? 0) > 0) {
+      throw new IllegalTransitionError(runId, "fork", "cancelled", "its cancel undid effects a fork from a later step than 0 would believe done; fork it from step 0");
+    }
     const agent = this.agentFor(source.agent);
     const moved = source.agentVersion !== agent.version;
     if (!options.currentVersion && !versionCompatible(agent, source.agentVersion)) throw new VersionMismatchError(runId, agent.name, source.agentVersion, agent.version, "fork");
