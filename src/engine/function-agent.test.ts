@@ -578,6 +578,36 @@ describe("async-function agents", () => {
     expect(journal.filter((e) => e.type === "message.delivered").map((e) => e.data.text)).toEqual(["A", "B"]);
   });
 
+  it("a cancel compensates every completed step that declares compensate, however long the function's code takes between its steps", async () => {
+    const undone: string[] = [];
+    let holding = false;
+    const agent = durableAgent({
+      name: "crawler",
+      run: async (ctx) => {
+        await ctx.step("save-a", () => ({ id: "a" }), { compensate: (saved) => void undone.push(saved.id) });
+        // A polite delay between two page visits (plain code, no call: nothing to journal).
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await ctx.step("save-b", () => ({ id: "b" }), { compensate: (saved) => void undone.push(saved.id) });
+        await ctx.step("hold", async ({ signal }) => ((holding = true), await gateUntilAborted(signal)), { abortable: true });
+        return "done";
+      },
+    });
+    h = harness([agent]);
+    const rt = h.runtime;
+    const run = await rt.start("crawler", null);
+    await waitUntil(() => holding, { what: "the run to reach the hold step" });
+    await rt.pause(run.id, { actor: "alice" });
+    await rt.waitFor(run.id, ["paused"]);
+    // The worker that carries out the cancel replays the function to learn its compensations.
+    await rt.cancel(run.id, { actor: "alice" });
+    const cancelled = await rt.waitFor(run.id, ["cancelled"], { timeoutMs: 10_000 });
+    expect({ compensated: cancelled.report!.compensated.map((c) => c.tool), failed: cancelled.report!.failed, undone }).toEqual({
+      compensated: ["save-b", "save-a"],
+      failed: [],
+      undone: ["b", "a"],
+    });
+  });
+
   it("a replay after a pause returns the journaled messages, not the ones sent since", async () => {
     const gate = new Gatekeeper();
     const heard: string[][] = [];
@@ -632,3 +662,8 @@ describe("async-function agents", () => {
     expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).output).toBe("done");
   });
 });
+
+/** Waits until the signal aborts, then rejects: a step that holds until it is stopped. */
+function gateUntilAborted(signal: AbortSignal): Promise<null> {
+  return new Promise<null>((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }));
+}

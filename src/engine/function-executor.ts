@@ -61,6 +61,9 @@ type Invocation = { type: "returned"; output: Json } | { type: "threw"; error: u
 /** How long a function that was told to stop gets to unwind (its `finally` blocks) before the run is paused anyway. */
 const unwindGraceMs = 200;
 
+/** How long a cancel replays an async-function agent to learn its compensations, at most (see `collectCompensators`). */
+const collectBoundMs = 30_000;
+
 /** How often a call's end that expects the record's version is built again before the commit gives up (see `commit`). */
 const maxCommitAttempts = 20;
 
@@ -262,18 +265,35 @@ export class FunctionExecutor extends RunSession {
    */
   private async collectCompensators(): Promise<void> {
     const effects = await this.ctx.store.listEffects(this.run.id);
-    if (!effects.some((e) => (e.state === "done" || e.state === "compensating") && !this.compensatorFor(e))) return;
+    const missing = () => effects.filter((e) => (e.state === "done" || e.state === "compensating") && !this.compensatorFor(e));
+    if (missing().length === 0) return;
     this.collecting = true;
     this.position = 0;
+    let found!: () => void;
+    const allFound = new Promise<void>((resolve) => (found = resolve));
+    this.compensatorFound = () => {
+      if (missing().length === 0) found();
+    };
     try {
+      // The replay ends at the first gate the journal does not hold, or once every effect to undo
+      // has its compensation: however long the function's own code takes between its gates (a
+      // crawl's polite delay), up to `collectBoundMs` for a function that waits on something that
+      // never comes; an effect still without one is then reported failed, not undone.
       const settled = Promise.resolve()
         .then(() => this.fn.run(this.context(), this.run.input))
         .catch(() => undefined);
-      await Promise.race([settled, delay(unwindGraceMs)]);
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, collectBoundMs).unref()));
+      await Promise.race([settled, allFound, bound]);
+      clearTimeout(timer);
     } finally {
       this.collecting = false;
+      this.compensatorFound = undefined;
     }
   }
+
+  /** Told of each compensation the replay of `collectCompensators` finds. */
+  private compensatorFound: (() => void) | undefined;
 
   private context(): DurableContext {
     const self = this;
@@ -548,7 +568,10 @@ export class FunctionExecutor extends RunSession {
     const recorded = this.log.get(seq);
     if (recorded) {
       if (recorded.kind !== call.kind || recorded.name !== call.name || recorded.hash !== hash) throw this.diverge(seq, recorded, { kind: call.kind, name: call.name, hash });
-      if (call.compensate && !recorded.error) this.compensators.set(seq, call.compensate);
+      if (call.compensate && !recorded.error) {
+        this.compensators.set(seq, call.compensate);
+        this.compensatorFound?.();
+      }
       if (recorded.error) throw new GateFailedError(call.name, recorded.error.code, recorded.error.message);
       if (call.revalidate && !this.collecting && !this.run.forcedResume && !this.revalidated.has(seq)) await this.revalidate(call, seq, recorded.value ?? null);
       return recorded.value as T;
