@@ -86,8 +86,9 @@ export async function previewCancel(host: ControlHost, runId: string): Promise<C
     resources: Object.entries(run.resources)
       .filter(([, held]) => !held.releasedForPause)
       .map(([name]) => name),
-    // As the cancel's report will: every call still in flight may or may not have happened.
-    uncertain: (run.inflightCalls?.length ? run.inflightCalls : run.inflight ? [run.inflight] : []).map((c) => ({ callSeq: c.callSeq, tool: c.name })),
+    // As the cancel's report will: a tool call still in flight may or may not have had its
+    // effect. A model call in flight is aborted and touches nothing: it is not listed.
+    uncertain: (run.inflightCalls?.length ? run.inflightCalls : run.inflight ? [run.inflight] : []).filter((c) => c.kind !== "model").map((c) => ({ callSeq: c.callSeq, tool: c.name })),
     forks: inheritance.forks,
     inherited: inheritance.effects,
   };

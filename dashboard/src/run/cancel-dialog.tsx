@@ -174,7 +174,7 @@ export function CancelDialog(props: { run: RunView; timeline: Timeline; initialR
                 </div>
               </div>
             )}
-            {preview.uncertain.length > 0 && (
+            {phase === "preview" && preview.uncertain.length > 0 && (
               <div class="panel panel-warn small">
                 <Icon name="alert" />
                 <div>
