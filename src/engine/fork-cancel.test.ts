@@ -171,7 +171,7 @@ describe("cancelling a run that a live fork inherited effects from", () => {
     expect(await rt.get(fork.id)).toMatchObject({ status: "paused" });
   });
 
-  it("a fork is refused while its source is being cancelled, and from a later step than 0 once the cancel undid effects", async () => {
+  it("a fork is refused while its source is being cancelled, and once cancelled from a step that had an effect its cancel undid", async () => {
     const ledger = new Ledger();
     let releaseUndo!: () => void;
     const undoMayGo = new Promise<void>((resolve) => (releaseUndo = resolve));
@@ -190,7 +190,8 @@ describe("cancelling a run that a live fork inherited effects from", () => {
     releaseUndo();
     const cancelled = await rt.waitFor(source.id, ["cancelled"]);
     expect(cancelled.report?.compensated.map((c) => c.callSeq)).toEqual([3, 2, 1]);
-    await expect(rt.fork(source.id, { fromStep: 2 })).rejects.toMatchObject({ code: "illegal_transition", details: { currentStatus: "cancelled" } });
+    await expect(rt.fork(source.id, { fromStep: 2 })).rejects.toMatchObject({ code: "illegal_transition", details: { currentStatus: "cancelled" }, message: expect.stringContaining("(work #1, work #2)") });
+    await expect(rt.fork(source.id, { fromStep: 1 })).rejects.toMatchObject({ code: "illegal_transition", message: expect.stringContaining("(work #1)") });
     // From step 0 it inherits nothing.
     expect((await rt.fork(source.id, { fromStep: 0, actor: "ana" })).forkedFrom).toEqual({ runId: source.id, step: 0 });
   });

@@ -73,6 +73,17 @@ export async function forkInheritance(ctx: EngineContext, run: RunRecord, effect
   };
 }
 
+/** Which of `effects` a fork from `step` of the run inherits: those completed at or before that step (all, when that cannot be told). */
+export async function inheritedAtStep(ctx: EngineContext, runId: string, step: number, effects: readonly EffectRecord[]): Promise<EffectRecord[]> {
+  if (effects.length === 0) return [];
+  const upTo = (await ctx.store.loadState(runId, { atStep: step })).head.entrySeq;
+  const completedAt = await completionEntries(ctx, runId, effects, upTo ?? Number.MAX_SAFE_INTEGER);
+  return effects.filter((e) => {
+    const at = completedAt.get(e.callSeq);
+    return upTo === undefined || at === undefined || at <= upTo;
+  });
+}
+
 /** The choice as the journal and the command record keep it. */
 export function inheritanceJson(inheritance: ForkInheritance, choice: InheritedChoice | undefined): JsonObject {
   if (inheritance.effects.length === 0) return {};

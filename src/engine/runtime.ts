@@ -12,6 +12,7 @@ import { getRun, hasLiveLease, type ControlHost, type ControlOptions } from "./c
 import { editPausedRun, sayToRun } from "./edit-command.js";
 import type { CompensationPolicy, EngineContext, ModelResolver } from "./engine-context.js";
 import { IllegalTransitionError, InvalidInputError, RunNotFoundError, TetherError, UnknownAgentError, VersionMismatchError } from "./errors.js";
+import { inheritedAtStep } from "./fork-inheritance.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns, type HaltResult, type UnhaltResult } from "./halt-command.js";
 import type { ProcessProbe } from "./lease-holder.js";
@@ -378,8 +379,12 @@ export class Runtime {
     if (source.status === "cancelling") {
       throw new IllegalTransitionError(runId, "fork", "cancelling", "its effects are being undone; fork it once cancelled, from step 0, or fork before cancelling (a cancel then asks what to do with the effects a live fork inherited)");
     }
-    if (source.status === "cancelled" && options.fromStep > 0 && (source.report?.compensated.length ?? 0) > 0) {
-      throw new IllegalTransitionError(runId, "fork", "cancelled", "its cancel undid effects a fork from a later step than 0 would believe done; fork it from step 0");
+    if (source.status === "cancelled" && Number.isInteger(options.fromStep) && options.fromStep >= 0 && options.fromStep <= source.step) {
+      const undone = (await this.store.listEffects(runId)).filter((e) => e.state === "compensated");
+      const inherited = await inheritedAtStep(this.ctx, runId, options.fromStep, undone);
+      if (inherited.length > 0) {
+        throw new IllegalTransitionError(runId, "fork", "cancelled", `its cancel undid effects a fork from step ${options.fromStep} would believe done (${inherited.map((e) => `${e.tool} #${e.callSeq}`).join(", ")}); fork it from a step before them`);
+      }
     }
     const agent = this.agentFor(source.agent);
     const moved = source.agentVersion !== agent.version;
