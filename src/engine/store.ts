@@ -422,7 +422,7 @@ export interface RunFilter {
   statusReason?: string;
   agent?: string;
   limit?: number;
-  /** Runs updated after this time (for change feeds). */
+  /** Runs updated after this time (for change feeds): listed oldest change first, instead of newest created first. */
   updatedAfter?: number;
 }
 

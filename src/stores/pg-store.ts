@@ -281,7 +281,8 @@ export class PostgresStore implements Store {
   async listRuns(filter: RunFilter = {}, damaged?: DamagedRun[]): Promise<RunRecord[]> {
     const { where, params } = runsWhere(filter);
     params.push(filter.limit ?? 100);
-    const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where} ORDER BY created_at DESC, id LIMIT $${params.length}`;
+    const order = filter.updatedAfter === undefined ? "created_at DESC, id" : "updated_at, id";
+    const sql = `SELECT ${pgRunColumns} FROM ${this.s}.runs ${where} ORDER BY ${order} LIMIT $${params.length}`;
     return intactRecords((await this.query<StoredRunRow>(sql, params)).rows, (row) => JSON.parse(this.intactRow(row).doc) as RunRecord, damaged);
   }
 

@@ -292,7 +292,8 @@ export class SqliteStore implements Store {
 
   async listRuns(filter: RunFilter = {}, damaged?: DamagedRun[]): Promise<RunRecord[]> {
     const { where, params } = runsWhere(filter);
-    const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`;
+    const order = filter.updatedAfter === undefined ? "created_at DESC, id" : "updated_bucket, json_extract(doc, '$.updatedAt'), rk";
+    const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where} ORDER BY ${order} LIMIT ?`;
     return intactRecords(this.db.prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[], (row) => this.recordOf(row), damaged);
   }
 

@@ -49,6 +49,8 @@ function toMessage(event: RunEvent): SSEMessage {
 class RunChangeFeed {
   /** Runs re-read this far back, so a write committed late by another process is not missed. */
   static readonly overlapMs = 1_000;
+  /** Runs read at a time. */
+  static readonly pageSize = 1_000;
   private cursor: number;
   private readonly seen = new Map<string, { version: number; updatedAt: number }>();
   private checking = false;
@@ -71,14 +73,26 @@ class RunChangeFeed {
     try {
       do {
         this.again = false;
-        const runs = await this.runtime.store.listRuns({ updatedAfter: this.cursor - RunChangeFeed.overlapMs, limit: 1000 });
-        runs.sort((a, b) => a.updatedAt - b.updatedAt || a.version - b.version);
-        for (const run of runs) {
-          const previous = this.seen.get(run.id);
-          if (previous && previous.version >= run.version) continue;
-          this.seen.set(run.id, { version: run.version, updatedAt: run.updatedAt });
-          await this.emit(run);
-          this.cursor = Math.max(this.cursor, run.updatedAt);
+        // Pages of the runs changed since, oldest change first (`listRuns` with `updatedAfter`),
+        // each from the last one's time: however many changed, none is passed over. A full page
+        // that is all one instant is read again, larger, rather than skipped.
+        let after = this.cursor - RunChangeFeed.overlapMs;
+        let limit = RunChangeFeed.pageSize;
+        for (;;) {
+          const runs = await this.runtime.store.listRuns({ updatedAfter: after, limit });
+          for (const run of runs) {
+            const previous = this.seen.get(run.id);
+            if (previous && previous.version >= run.version) continue;
+            this.seen.set(run.id, { version: run.version, updatedAt: run.updatedAt });
+            await this.emit(run);
+            this.cursor = Math.max(this.cursor, run.updatedAt);
+          }
+          if (runs.length < limit) break;
+          const last = runs[runs.length - 1].updatedAt;
+          if (last - 1 > after) {
+            after = last - 1;
+            limit = RunChangeFeed.pageSize;
+          } else limit *= 2;
         }
         for (const [id, mark] of this.seen) if (mark.updatedAt < this.cursor - 2 * RunChangeFeed.overlapMs) this.seen.delete(id);
       } while (this.again);
