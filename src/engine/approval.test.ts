@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { tool as aiTool } from "ai";
+import { durableAgent } from "../agents/durable-agent.js";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { SimulatedModel, type SimulatedTurn } from "../models/simulated-model.js";
 import { harness, sequenceAgent, TestClock, waitUntil, type Harness } from "../testing/index.js";
@@ -362,6 +363,85 @@ describe("approval deadlines", () => {
     const commands = await rt.commands(run.id);
     expect(commands.map((c) => [c.type, c.actor, c.payload.calls, c.outcome])).toEqual([["reject", "deadline", [2], "applied"]]);
     expect(ofType(journal, "approval.decided")[0].data.commandId).toBe(commands[0].id);
+  });
+
+  it("a deadline that passes while the run is still pausing is applied once it is paused, and the run goes on", async () => {
+    const clock = new TestClock();
+    let release!: () => void;
+    let slowStarted = false;
+    let onSlowStarted!: () => void;
+    const slowHasStarted = new Promise<void>((resolve) => (onSlowStarted = resolve));
+    // A tool that does not honour its signal: the pause waits for it (pausing).
+    const slow = tool({
+      name: "slow_report",
+      description: "A long report (not abortable)",
+      input: z.object({}),
+      execute: async () => {
+        slowStarted = true;
+        onSlowStarted();
+        await new Promise<void>((resolve) => (release = resolve));
+        return { report: "ok" };
+      },
+    });
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 1_000, onApprovalTimeout: "reject" });
+    const agent = durableAgent({
+      name: "both",
+      tools: [slow, pay],
+      run: async (ctx) => {
+        // The report starts first; the payment is asked for while the report is in flight.
+        const report = ctx.tool(slow, {});
+        await slowHasStarted;
+        const payment = ctx.tool(pay, { to: "acme", amount: 5 });
+        const [r, p] = await Promise.allSettled([report, payment]);
+        return { report: r.status, payment: p.status };
+      },
+    });
+    h = harness([agent], { clock });
+    const rt = h.runtime;
+    const run = await rt.start("both", null);
+    await waitUntil(() => slowStarted, { what: "the slow tool to start" });
+    const pausing = await rt.waitFor(run.id, (r) => r.status === "pausing" && (r.approvals?.length ?? 0) === 1);
+    expect(pausing.statusReason).toBe("approval_required");
+
+    // The deadline passes while the slow tool still runs: it waits for the pause to finish.
+    clock.advance(1_001);
+    expect(await rt.expireApprovals()).toEqual([]);
+    release();
+    await rt.waitFor(run.id, ["paused"]);
+    await rt.settled(run.id);
+    expect((await rt.expireApprovals()).map((r) => r.id)).toEqual([run.id]);
+
+    const done = await rt.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done).toMatchObject({ status: "completed", output: { report: "fulfilled", payment: "rejected" } });
+    expect(seen).toEqual([]);
+    expect(ofType(await rt.journal(run.id), "approval.expired")).toHaveLength(1);
+  });
+
+  it("a run halted while it waited for approval waits for it again once the halt is lifted: a new worker's rescan finds its deadline", async () => {
+    const clock = new TestClock();
+    const { pay, seen } = payments({ needsApproval: true, approvalTtlMs: 60_000 });
+    const { model } = scripted([{ toolName: "pay", input: { to: "acme", amount: 120 } }]);
+    h = harness([toolLoopAgent({ name: "payer", tools: [pay], model })], { clock });
+    const first = h.runtime;
+    const run = await first.start("payer", "pay acme");
+    expect((await first.waitFor(run.id, ["paused"])).statusReason).toBe("approval_required");
+    await first.halt({ actor: "ops", reason: "incident" });
+    await first.unhalt({ actor: "ops" });
+    expect(await first.get(run.id)).toMatchObject({ status: "paused", statusReason: "approval_required" });
+    const journal = await first.journal(run.id);
+    expect(journal.filter((e) => e.type === "status").at(-1)?.data).toMatchObject({ from: "halted", to: "paused", reason: "halt lifted" });
+    await first.close();
+
+    // A worker started after (a deploy) applies the deadline when it passes.
+    const worker = h.open({ clock, approvalDeadlines: { checkMs: 20, rescanMs: 50 }, workerPollMs: 20 });
+    worker.startWorker();
+    // Its first rescans (every 50 ms of real time) find the run's deadline.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    clock.advance(60_001);
+    const done = await worker.waitFor(run.id, ["completed", "failed"], { timeoutMs: 5_000 });
+    expect(done.status).toBe("completed");
+    expect(ofType(await worker.journal(run.id), "approval.expired")).toHaveLength(1);
+    expect(seen).toEqual([]);
   });
 
   it("a worker applies deadlines on its own: those it wrote, and those a closed runtime wrote (found by its rescan)", async () => {

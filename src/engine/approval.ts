@@ -267,6 +267,11 @@ export async function expireApprovals(ctx: EngineContext, runId: string, stale?:
   for (let attempt = 0; attempt < 50; attempt++) {
     const run = await ctx.store.getRun(runId);
     if (!run) return undefined;
+    // Applied once the pause has finished, as a person's decision is (`readOncePaused`): one that
+    // completed the batch while the run was still pausing would find no paused run to continue,
+    // and the run would wait for an approval nobody can give. The deadline stays due and is
+    // applied at the worker's next check after the pause.
+    if (run.status === "pausing") return run;
     const now = ctx.clock.now();
     const due = undecided(run).filter((a) => a.expiresAt !== null && a.expiresAt <= now && !a.expired);
     if (!due.length) return run;

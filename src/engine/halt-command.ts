@@ -1,3 +1,4 @@
+import { approvalRequired } from "./approval.js";
 import { applyControl, newCommand, type ControlHost, type ControlOptions } from "./control-command.js";
 import { IllegalTransitionError, TetherError } from "./errors.js";
 import { isTerminal, type RunStatus } from "./status.js";
@@ -107,8 +108,11 @@ export async function unhaltRuns(host: ControlHost, options: ControlOptions & { 
         if (current.status !== "halted") return { refuse: new IllegalTransitionError(current.id, "unhalt", current.status) };
         to = current.haltedFrom === "cancelling" ? "cancelling" : "paused";
         const reason = to === "cancelling" ? "halt lifted: the cancel goes on" : "halt lifted";
+        // A run that waited for approvals when it was halted waits for them again: listed as
+        // waiting for a person, its deadlines found by every worker, the last decision continuing it.
+        const waitsForApproval = to === "paused" && (current.approvals ?? []).some((a) => !a.decision);
         return {
-          update: { set: { status: to, statusReason: reason, lease: null, haltedFrom: null }, journal: [statusEntry(now, "halted", to, reason, { actor: command.actor })] },
+          update: { set: { status: to, statusReason: waitsForApproval ? approvalRequired : reason, lease: null, haltedFrom: null }, journal: [statusEntry(now, "halted", to, reason, { actor: command.actor })] },
           applied: true,
         };
       });
