@@ -128,8 +128,20 @@ export async function attach(client: TetherClient, runId: string, io: AttachIo):
       confirming = undefined;
       const inherited = preview.inherited.length ? (key.toLowerCase() === "a" ? "compensate" : key.toLowerCase() === "y" ? "keep" : undefined) : undefined;
       const undo = inherited === "keep" ? preview.compensations.length - preview.inherited.length : preview.compensations.length;
-      if (key.toLowerCase() === "y" || inherited) void act(`cancelling (${undo} to undo)`, () => client.cancel(runId, { reason: "cancelled from tether attach", ...(inherited ? { inherited } : {}) }));
-      else screen.setNotice("kept running: cancel aborted");
+      if (key.toLowerCase() === "y" || inherited) {
+        // What the person agreed to is what is done: when the run changed it meanwhile, ask again.
+        void client.cancelPreview(runId).then(
+          (now) => {
+            if (previewChanged(preview, now)) {
+              confirming = now;
+              screen.setNotice(`What a cancel would do changed while you decided. ${cancelQuestion(runId, now)}`);
+              return;
+            }
+            void act(`cancelling (${undo} to undo)`, () => client.cancel(runId, { reason: "cancelled from tether attach", ...(inherited ? { inherited } : {}) }));
+          },
+          (error: unknown) => screen.setNotice(errorLine(error)),
+        );
+      } else screen.setNotice("kept running: cancel aborted");
       return;
     }
     switch (key) {
@@ -224,6 +236,21 @@ export async function followLogs(
   } finally {
     printer.endText();
   }
+}
+
+/**
+ * Whether what a cancel would do changed between two previews: the run keeps working while a
+ * person reads the first, and may complete an effect (or a fork may inherit one) meanwhile.
+ */
+export function previewChanged(before: CancelPreviewResponse, after: CancelPreviewResponse): boolean {
+  const seqs = (items: readonly { callSeq: number }[]) => items.map((i) => i.callSeq).sort((a, b) => a - b).join(",");
+  return (
+    before.cancellable !== after.cancellable ||
+    seqs(before.compensations) !== seqs(after.compensations) ||
+    seqs(before.inherited) !== seqs(after.inherited) ||
+    seqs(before.uncertain) !== seqs(after.uncertain) ||
+    [...before.resources].sort().join(",") !== [...after.resources].sort().join(",")
+  );
 }
 
 export function previewLines(runId: string, preview: CancelPreviewResponse, inherited?: "compensate" | "keep"): string[] {

@@ -456,12 +456,49 @@ describe("tether CLI against a real `tether serve`", () => {
         await waitForScreen("the cancel question", (s) => /Cancel run_[0-9a-f]+\? It will undo \d+, newest first: publish_draft \(call \d+\)/.test(s));
         expect(["running", "pausing", "paused"]).toContain((await client.get(id)).status);
         sendKeys("y");
+        // The run kept publishing while the question was open: attach asks again when what a
+        // cancel would do changed meanwhile, and the person answers again.
+        await waitForScreen("[cancelled] or the question asked again", (s) => statusLine().includes("[cancelled]") || s.includes("changed while you decided"));
+        if (!statusLine().includes("[cancelled]")) sendKeys("y");
         await waitForScreen("[cancelled]", () => statusLine().includes("[cancelled]"));
         expect(screen()).toContain("↺ compensated publish_draft");
         expect((await client.get(id)).status).toBe("cancelled");
         sendKeys("q");
         await waitForScreen("the attach exit", (s) => s.includes("ATTACH_EXIT=0"));
         expect(screen()).toContain(`detached from ${id}; it is cancelled`);
+      } finally {
+        closeSession();
+      }
+    }, 60_000);
+
+    it("tether cancel asks again when what it would undo changed while the question was open", async () => {
+      const id = await startWriter();
+      await until("a published draft", async () => (await client.get(id)).pendingCompensations.length >= 1);
+      const command = [process.execPath, "--import", tsxLoader, mainTs, "--url", server.url, "cancel", id].map((a) => `'${a}'`).join(" ");
+      execFileSync("tmux", ["new-session", "-d", "-s", session, "-x", "200", "-y", "50", `${command}; echo CANCEL_EXIT=$?; sleep 120`], { cwd, env: cleanEnv() });
+      try {
+        await waitForScreen("the question", (s) => s.includes(`Cancel ${id}? [y/N]`));
+        const asked = (await client.get(id)).pendingCompensations.length;
+        // The run goes on while the person reads: it publishes another draft before the answer.
+        await until("another published draft", async () => (await client.get(id)).pendingCompensations.length > asked);
+        sendKeys("y", "Enter");
+        await waitForScreen("the question asked again", (s) => s.includes("What a cancel would do changed while you decided:") && s.split(`Cancel ${id}? [y/N]`).length === 3);
+        expect((await client.get(id)).status).not.toBe("cancelling");
+        // Each question asked is answered yes (the run may publish once more before an answer lands).
+        let answered = 1;
+        await until("the cancel to finish", async () => {
+          const text = screen();
+          if (text.includes("CANCEL_EXIT=")) return true;
+          if (text.split(`Cancel ${id}? [y/N]`).length - 1 > answered) {
+            answered += 1;
+            sendKeys("y", "Enter");
+          }
+          return false;
+        }, 30_000);
+        expect(screen()).toContain("CANCEL_EXIT=0");
+        const cancelled = await client.get(id);
+        expect(cancelled.status).toBe("cancelled");
+        expect(cancelled.report!.compensated.length).toBeGreaterThan(asked);
       } finally {
         closeSession();
       }

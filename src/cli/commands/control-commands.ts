@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import type { Json } from "../../engine/json.js";
 import type { ResumeBody, RunView } from "../../server/api-types.js";
-import { previewLines } from "../attach.js";
+import { previewChanged, previewLines } from "../attach.js";
 import { addBudgetOptions, budgetsFrom, info, integer, jsonArgument, out, waitForStatus, withConnection, type BudgetFlags, type CliIo } from "../cli-context.js";
 import { confirm } from "../confirm.js";
 import { UsageError } from "../exit-codes.js";
@@ -86,21 +86,27 @@ export function controlCommands(program: Command, io: CliIo): void {
       const inherited = flags.inherited;
       if (inherited !== undefined && inherited !== "compensate" && inherited !== "keep") throw new UsageError(`--inherited takes compensate or keep, not ${inherited}`);
       await withConnection(this, {}, async ({ client }, globals) => {
-        const preview = await client.cancelPreview(runId);
-        // An ended run, or live forks that inherited effects and no choice: let the server give
-        // (and journal) its refusal before anything is offered.
-        if (preview.cancellable === false || (preview.inherited.length > 0 && inherited === undefined)) {
-          if (!globals.json && preview.cancellable) info(io, previewLines(runId, preview).join("\n"));
-          await client.cancel(runId, { reason: flags.reason });
-          return;
-        }
-        if (!globals.json) info(io, previewLines(runId, preview, inherited).join("\n"));
-        if (!flags.yes) {
+        let preview = await client.cancelPreview(runId);
+        for (;;) {
+          // An ended run, or live forks that inherited effects and no choice: let the server give
+          // (and journal) its refusal before anything is offered.
+          if (preview.cancellable === false || (preview.inherited.length > 0 && inherited === undefined)) {
+            if (!globals.json && preview.cancellable) info(io, previewLines(runId, preview).join("\n"));
+            await client.cancel(runId, { reason: flags.reason });
+            return;
+          }
+          if (!globals.json) info(io, previewLines(runId, preview, inherited).join("\n"));
+          if (flags.yes) break;
           if (!io.stdin.isTTY) throw new UsageError("refusing to cancel without confirmation: stdin is not a terminal; pass --yes");
           if (!(await confirm(`Cancel ${runId}?`))) {
             info(io, "not cancelled");
             return;
           }
+          // The run kept working while the question was open: what is done is what was agreed to.
+          const now = await client.cancelPreview(runId);
+          if (!previewChanged(preview, now)) break;
+          info(io, "What a cancel would do changed while you decided:");
+          preview = now;
         }
         let run = await client.cancel(runId, { reason: flags.reason, ...(inherited ? { inherited } : {}) });
         if (flags.wait) {
