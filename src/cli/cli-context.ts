@@ -25,7 +25,7 @@ export function globalsOf(command: Command): GlobalOptions {
 }
 
 /** Runs `fn` with a connection, and always closes it. */
-export async function withConnection<T>(command: Command, needs: { agents?: boolean }, fn: (connection: Connection, globals: GlobalOptions) => Promise<T>): Promise<T> {
+export async function withConnection<T>(command: Command, needs: { agents?: boolean; create?: boolean }, fn: (connection: Connection, globals: GlobalOptions) => Promise<T>): Promise<T> {
   const globals = globalsOf(command);
   const connection = await connect(globals, needs);
   try {

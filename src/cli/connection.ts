@@ -1,5 +1,7 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { TetherClient } from "../client/tether-client.js";
+import { TetherError } from "../engine/errors.js";
 import { storeLocation, type StoreLocation } from "../stores/open-store.js";
 
 export interface GlobalOptions {
@@ -36,11 +38,22 @@ export function storeFromOptions(options: GlobalOptions, fallbackPath?: string):
  * The API the CLI talks to: the server at `--url`, or with `--db` or `--database-url` the same
  * API served in this process over the store.
  */
-export async function connect(options: GlobalOptions, needs: { agents?: boolean } = {}): Promise<Connection> {
+export async function connect(options: GlobalOptions, needs: { agents?: boolean; create?: boolean } = {}): Promise<Connection> {
   const location = storeFromOptions(options);
   if (location) {
+    if (!needs.create) requireExistingStore(location);
     const { directConnection } = await import("./local-runtime.js");
     return directConnection(location, options, needs);
   }
   return { client: new TetherClient({ baseUrl: options.url, token: options.token }), target: options.url, close: async () => undefined };
+}
+
+/**
+ * Refuses a SQLite file that does not exist (`not_found`, exit code 4): a mistyped `--db` would
+ * otherwise create an empty store and answer "no runs". Only `start` (and `serve`, `worker`,
+ * `demo`, `token create`) create one.
+ */
+export function requireExistingStore(location: StoreLocation): void {
+  if (location.kind !== "sqlite" || existsSync(location.path)) return;
+  throw new TetherError("not_found", `no Tether store at ${location.path}: check the path (--db or TETHER_DB); \`tether start\`, \`tether serve\` or \`tether worker\` create one`);
 }

@@ -370,9 +370,16 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(ancient.code).toBe(2);
     expect(ancient.stderr).toContain("reaches back before any date");
     expect(existsSync(db)).toBe(false);
-    const dry = await cli(["--db", db, "prune", "--completed-before", "30d", "--dry-run"]);
-    expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stdout).toMatch(/^would remove 0 finished runs last updated before /);
+  });
+
+  it("a --db that names no file is refused (exit 4) by every command but those that create a store, and never created", async () => {
+    const db = join(cwd, "typo", "tether.db");
+    for (const args of [["ls"], ["show", "run_1"], ["prune", "--completed-before", "30d", "--dry-run"], ["verify"], ["halt", "--list"]]) {
+      const refused = await cli(["--db", db, ...args]);
+      expect(refused.code, args.join(" ")).toBe(4);
+      expect(refused.stderr.trim(), args.join(" ")).toBe(`tether: no Tether store at ${db}: check the path (--db or TETHER_DB); \`tether start\`, \`tether serve\` or \`tether worker\` create one`);
+    }
+    expect(existsSync(db)).toBe(false);
   });
 
   it("serve refuses a non-loopback host without a token", async () => {

@@ -22,7 +22,7 @@ export function runCommands(program: Command, io: CliIo): void {
   ).action(async function start(this: Command, agent: string, prompt: string[], flags: BudgetFlags & { input?: unknown; model?: string; follow?: boolean; attach?: boolean }) {
     const input = flags.input !== undefined ? (flags.input as Json) : prompt.join(" ");
     if (input === "") throw new UsageError('give a prompt (tether start <agent> "what to do") or --input <json>');
-    await withConnection(this, { agents: true }, async ({ client, target, direct }, globals) => {
+    await withConnection(this, { agents: true, create: true }, async ({ client, target, direct }, globals) => {
       const run = await client.start(agent, input, { budgets: budgetsFrom(flags), model: flags.model });
       if (globals.json) out(io, JSON.stringify(run));
       else {

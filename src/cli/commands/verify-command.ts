@@ -5,7 +5,7 @@ import { describeLocation, type StoreLocation } from "../../stores/open-store.js
 import { verifySqliteStore } from "../../stores/sqlite-verify.js";
 import type { VerifyReport } from "../../stores/verify-report.js";
 import { globalsOf, info, out, type CliIo } from "../cli-context.js";
-import { defaultDbPath, storeFromOptions } from "../connection.js";
+import { defaultDbPath, requireExistingStore, storeFromOptions } from "../connection.js";
 
 /** `tether verify`: reads every row of a store, SQLite or PostgreSQL, and reports what is damaged; changes nothing. */
 export function verifyCommand(program: Command, io: CliIo): void {
@@ -17,7 +17,9 @@ export function verifyCommand(program: Command, io: CliIo): void {
     .option("--json", "print JSON")
     .action(async function verify(this: Command) {
       const globals = globalsOf(this);
-      const report = await verifyAt(storeFromOptions(globals, defaultDbPath)!);
+      const location = storeFromOptions(globals, defaultDbPath)!;
+      requireExistingStore(location);
+      const report = await verifyAt(location);
       if (globals.json) out(io, JSON.stringify(report));
       else {
         for (const damage of report.damage) out(io, `${damage.runId ?? "-"}\t${damage.row}\t${damage.problem}`);
