@@ -309,7 +309,12 @@ export class RunClaims {
       if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
       else this.resourceHolders.delete(run.id);
       if (isTerminal(executor.current.status)) this.ctx.bus.forget(run.id);
+      // Let go after a store error: taken again here a moment later (a worker's poll would too).
+      if (executor.letGoForRecovery) setTimeout(() => this.claimSoon(executor.current), storeErrorRetryMs).unref();
     });
     this.executors.set(run.id, { executor, done });
   }
 }
+
+/** How long after a store error a run this process let go is taken again. */
+const storeErrorRetryMs = 250;

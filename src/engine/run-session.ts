@@ -407,12 +407,16 @@ export abstract class RunSession {
   private async letGoAfterStoreError(problem: string): Promise<void> {
     try {
       await this.write({ set: { lease: null, waitingFor: null }, journal: [{ type: "recovery", at: this.now(), data: { problem, status: this.run.status } }] });
+      this.letGoForRecovery = true;
     } catch {
       // The store is unreachable: the lease runs out instead.
     }
     this.detached = true;
     this.stopAll.abort("store_error");
   }
+
+  /** Let go after a store error with its lease given up: this process takes it again soon, worker or not. */
+  letGoForRecovery = false;
 
   /**
    * Whether a run may be let go after a store error once more: not when this process let it go

@@ -65,6 +65,20 @@ describe("a write the store refuses once", () => {
     expect(journal.filter((e) => e.type === "status").map((e) => e.data.to)).not.toContain("failed");
   });
 
+  it("takes the run again in a process that runs no worker (a library's createTether)", async () => {
+    const ledger = new Ledger();
+    const tools = [effectTool({ name: "publish", ledger, compensable: true, checkable: true }), effectTool({ name: "note", ledger })];
+    sqlite = tempSqlite();
+    const failing = failingCompletions(sqlite.open(), 1);
+    h = harness([sequenceAgent({ name: "publisher", tools, steps })], { store: failing.store });
+    const run = await h.runtime.start("publisher", null);
+
+    const done = await h.runtime.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 10_000 });
+    expect(failing.failed()).toBe(1);
+    expect(done.status).toBe("completed");
+    expect(ledger.executionsOf("publish")).toBe(1);
+  });
+
   it("flags an effect nobody can vouch for as uncertain, and a cancel can still be asked for", async () => {
     const ledger = new Ledger();
     const tools = [effectTool({ name: "publish", ledger, compensable: true }), effectTool({ name: "note", ledger })];
