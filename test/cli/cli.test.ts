@@ -372,6 +372,17 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(existsSync(db)).toBe(false);
   });
 
+  it("serve and worker refuse a concurrency of 0 and a lease under a second, before they start", async () => {
+    for (const command of ["serve", "worker"]) {
+      const none = await cli(["--db", join(cwd, "flags", "t.db"), command, "--concurrency", "0"]);
+      expect(none.code, command).toBe(2);
+      expect(none.stderr, command).toContain("--concurrency must be a whole number of at least 1");
+      const brief = await cli(["--db", join(cwd, "flags", "t.db"), command, "--lease-ms", "0"]);
+      expect(brief.code, command).toBe(2);
+      expect(brief.stderr, command).toContain("--lease-ms must be a whole number of at least 1000");
+    }
+  });
+
   it("a --db that names no file is refused (exit 4) by every command but those that create a store, and never created", async () => {
     const db = join(cwd, "typo", "tether.db");
     for (const args of [["ls"], ["show", "run_1"], ["prune", "--completed-before", "30d", "--dry-run"], ["verify"], ["halt", "--list"]]) {

@@ -17,8 +17,8 @@ export function serverCommands(program: Command, io: CliIo): void {
     .option("--allowed-host <host...>", "other names this server is reached by (host[:port]); requests naming any other host are refused")
     .addOption(webhookOption())
     .addOption(publicUrlOption())
-    .option("--concurrency <n>", "runs this process executes at once; more wait in the store", integer("--concurrency"))
-    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms"))
+    .option("--concurrency <n>", "runs this process executes at once; more wait in the store", integer("--concurrency", 1))
+    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000))
     .action(async function serve(this: Command, flags: { host: string; port: number; open?: boolean; allowedHost?: string[] } & WebhookFlags & WorkerFlags) {
       const globals = globalsOf(this);
       const webhooks = webhookSettings(flags);
@@ -62,8 +62,8 @@ export function serverCommands(program: Command, io: CliIo): void {
     .description(`execute runs from the store (--database-url, or --db, default ${defaultDbPath}) without serving HTTP; start as many as you like on one database`)
     .addOption(webhookOption())
     .addOption(publicUrlOption())
-    .option("--concurrency <n>", "runs this worker executes at once; more wait in the store for any worker", integer("--concurrency"))
-    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms"))
+    .option("--concurrency <n>", "runs this worker executes at once; more wait in the store for any worker", integer("--concurrency", 1))
+    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000))
     .action(async function worker(this: Command, flags: WebhookFlags & WorkerFlags) {
       const globals = globalsOf(this);
       const webhooks = webhookSettings(flags);
