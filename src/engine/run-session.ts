@@ -48,10 +48,10 @@ export abstract class RunSession {
   /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
   protected detached = false;
   /**
-   * Set once a halted run is let go (`leaveHalted`): the version of the run as this executor left
-   * it. A call that ignored its signal may still end; its result is written only while nothing
-   * else has written the run since (the run still halted as it was left), never over an unhalt, a
-   * person's edit or a resume, which a snapshot built from this executor's state would corrupt.
+   * Set once a halted run is let go (`leaveHalted`): the version of the run as this executor last
+   * wrote it. A call that ignored its signal may still end; its result is written only while no
+   * one else has written the run's state since (a person's edit, the steps of a resumed run), which
+   * a snapshot built from this executor's state would corrupt.
    */
   private letGoAt: number | undefined;
 
@@ -194,8 +194,15 @@ export abstract class RunSession {
         this.stopAll.abort(new LeaseLostError(this.run.id));
         throw new LeaseLostError(this.run.id);
       }
-      // Let go, and the run moved on since: what is left of this executor writes nothing more.
-      if (this.letGoAt !== undefined) throw new LeaseLostError(this.run.id);
+      if (this.letGoAt !== undefined) {
+        // Let go, and someone wrote the run's state since (a person's edit, a resumed run's
+        // steps): a snapshot built from this executor's state would overwrite theirs, so what is
+        // left of it writes nothing more. Any other write (an unhalt, a command) leaves its state
+        // as it was: the write goes on against the record as it is now.
+        if (result.run.snapshotSeq !== this.run.snapshotSeq) throw new LeaseLostError(this.run.id);
+        this.letGoAt = result.run.version;
+        return this.write(update);
+      }
       this.observe(result.run);
       return false;
     }
