@@ -153,19 +153,7 @@ describe("halt, the kill switch", () => {
   });
 
   it("keeps a late result that ends after the halt was lifted, when no one wrote the run's state meanwhile", async () => {
-    const ledger = new Ledger();
-    let finishSlow!: () => void;
-    const slowMayFinish = new Promise<void>((resolve) => (finishSlow = resolve));
-    const slow = effectTool({ name: "slow", ledger, beforeEffect: () => slowMayFinish });
-    const quick = effectTool({ name: "quick", ledger });
-    h = harness([sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] })]);
-    const rt = h.runtime;
-    const run = await rt.start("steps", null);
-    await waitUntil(() => ledger.executionsOf("slow") === 1);
-    await rt.halt();
-    await rt.settled(run.id);
-    await rt.unhalt();
-    expect((await rt.get(run.id)).status).toBe("paused");
+    const { ledger, rt, run, finishSlow } = await unhaltedWithHungTool();
     finishSlow();
     await waitUntil(async () => (await rt.journal(run.id)).some((e) => e.type === "call.completed" && e.callSeq === 1), { what: "the late result" });
     expect(await rt.get(run.id)).toMatchObject({ status: "paused", step: 1, inflight: null });
@@ -176,19 +164,7 @@ describe("halt, the kill switch", () => {
   });
 
   it("drops a late result once the run has moved on since the halt (unhalted and edited): the state stays readable and the call is recovered as any call cut short", async () => {
-    const ledger = new Ledger();
-    let finishSlow!: () => void;
-    const slowMayFinish = new Promise<void>((resolve) => (finishSlow = resolve));
-    const slow = effectTool({ name: "slow", ledger, beforeEffect: () => slowMayFinish });
-    const quick = effectTool({ name: "quick", ledger });
-    h = harness([sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] })]);
-    const rt = h.runtime;
-    const run = await rt.start("steps", null);
-    await waitUntil(() => ledger.executionsOf("slow") === 1);
-    await rt.halt();
-    await rt.settled(run.id);
-    await rt.unhalt();
-    expect((await rt.get(run.id)).status).toBe("paused");
+    const { ledger, rt, run, finishSlow } = await unhaltedWithHungTool();
     await rt.editState(run.id, { message: "use the staging account", actor: "alice" });
     const edited = await rt.get(run.id);
 
@@ -207,3 +183,24 @@ describe("halt, the kill switch", () => {
     expect(ledger.executionsOf("slow")).toBe(1);
   });
 });
+
+/**
+ * A run whose `slow` call (it ignores its signal) hangs until `finishSlow`, halted while it hangs
+ * and unhalted: paused, the call's result still to come.
+ */
+async function unhaltedWithHungTool() {
+  const ledger = new Ledger();
+  let finishSlow!: () => void;
+  const slowMayFinish = new Promise<void>((resolve) => (finishSlow = resolve));
+  const slow = effectTool({ name: "slow", ledger, beforeEffect: () => slowMayFinish });
+  const quick = effectTool({ name: "quick", ledger });
+  h = harness([sequenceAgent({ name: "steps", tools: [slow, quick], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "quick", input: { id: "b" } }] })]);
+  const rt = h.runtime;
+  const run = await rt.start("steps", null);
+  await waitUntil(() => ledger.executionsOf("slow") === 1);
+  await rt.halt();
+  await rt.settled(run.id);
+  await rt.unhalt();
+  expect((await rt.get(run.id)).status).toBe("paused");
+  return { ledger, rt, run, finishSlow };
+}
