@@ -64,11 +64,22 @@ export function exitCodeFor(error: unknown): number {
   return code === undefined ? exitCode.error : (byErrorCode[code] ?? exitCode.error);
 }
 
-/** One line: what went wrong, then what to do. */
-export function errorLine(error: unknown): string {
+/** What went wrong, as the CLI reports it: a stable code (`error` when there is none), the message and what to do. */
+export function errorReport(error: unknown): { code: string; message: string; hint?: string } {
   const code = codeOf(error);
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, " ").replace(/\.$/, "");
   const hint = code ? hints[code] : undefined;
-  if (!hint || message.includes(hint)) return `tether: ${message}`;
-  return `tether: ${message}: ${hint}`;
+  return { code: code ?? "error", message, ...(hint && !message.includes(hint) ? { hint } : {}) };
+}
+
+/** One line: what went wrong, what to do, then the error's code (the one a script matches, as in the API's answers). */
+export function errorLine(error: unknown): string {
+  const { code, message, hint } = errorReport(error);
+  const tag = code === "error" ? "" : ` [${code}]`;
+  return hint ? `tether: ${message}: ${hint}${tag}` : `tether: ${message}${tag}`;
+}
+
+/** The same as one line of JSON, shaped like the HTTP API's error answers: for `--json`. */
+export function errorJson(error: unknown): string {
+  return JSON.stringify({ error: errorReport(error) });
 }

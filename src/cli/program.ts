@@ -9,9 +9,9 @@ import { serverCommands } from "./commands/server-commands.js";
 import { tokenCommands } from "./commands/token-commands.js";
 import { verifyCommand } from "./commands/verify-command.js";
 import { defaultUrl } from "./connection.js";
-import { errorLine, exitCode, exitCodeFor } from "./exit-codes.js";
+import { errorJson, errorLine, exitCode, exitCodeFor, UsageError } from "./exit-codes.js";
 
-export function buildProgram(io: CliIo): Command {
+export function buildProgram(io: CliIo, options: { jsonErrors?: boolean } = {}): Command {
   const program = new Command("tether")
     .description("Pause, resume and cancel long-running AI agents.")
     .version(packageVersion(), "-V, --version")
@@ -20,11 +20,14 @@ export function buildProgram(io: CliIo): Command {
     .addOption(new Option("--db <path>", "work straight on this SQLite store instead of a server (serve/worker/token: the store to use)").env("TETHER_DB"))
     .addOption(new Option("--database-url <url>", "work straight on this PostgreSQL database (postgres://…; ?schema=name, default tether) instead of a server or SQLite").env("TETHER_DATABASE_URL"))
     .option("--agents <module>", "load agents from this module instead of tether.config.ts")
-    .option("--json", "print JSON (read commands)")
+    .option("--json", "print JSON (read commands; an error as {\"error\":{code,message}})")
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
-      writeErr: (text) => io.stderr.write(text),
+      // With --json a mistake in the call is reported as JSON (runCli), not as commander's text.
+      writeErr: (text) => {
+        if (!options.jsonErrors) io.stderr.write(text);
+      },
     })
     .exitOverride();
   runCommands(program, io);
@@ -43,18 +46,22 @@ Docs: docs/cli.md`,
   return program;
 }
 
-/** Runs the CLI and returns its exit code. */
+/** Runs the CLI and returns its exit code. With `--json`, an error is one line of JSON on stderr: `{"error":{"code","message","hint"?}}`. */
 export async function runCli(argv: readonly string[], io: CliIo = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin }): Promise<number> {
-  const program = buildProgram(io);
+  const args = argv.slice(2);
+  const end = args.indexOf("--");
+  const json = (end === -1 ? args : args.slice(0, end)).includes("--json");
+  const program = buildProgram(io, { jsonErrors: json });
   try {
     await program.parseAsync([...argv]);
     return exitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") return exitCode.ok;
+      if (json) io.stderr.write(`${errorJson(new UsageError(error.message.replace(/^error: /, "")))}\n`);
       return exitCode.usage;
     }
-    io.stderr.write(`${errorLine(error)}\n`);
+    io.stderr.write(`${json ? errorJson(error) : errorLine(error)}\n`);
     return exitCodeFor(error);
   }
 }

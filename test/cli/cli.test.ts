@@ -237,16 +237,23 @@ describe("tether CLI against a real `tether serve`", () => {
   it("exit codes: 4 not found, 3 illegal transition or stale, 2 usage, 1 unreachable", async () => {
     const missing = await cli(["show", "run_missing"]);
     expect(missing.code).toBe(4);
-    expect(missing.stderr.trim().split("\n")).toEqual(["tether: run run_missing does not exist: list runs with `tether ls`"]);
+    expect(missing.stderr.trim().split("\n")).toEqual(["tether: run run_missing does not exist: list runs with `tether ls` [run_not_found]"]);
+    // With --json the error is JSON too, as the API answers it; a mistake in the call as well.
+    const missingJson = await cli(["show", "run_missing", "--json"]);
+    expect(missingJson.code).toBe(4);
+    expect(JSON.parse(missingJson.stderr)).toEqual({ error: { code: "run_not_found", message: "run run_missing does not exist", hint: "list runs with `tether ls`" } });
+    const unknownJson = await cli(["--json", "shw"]);
+    expect(unknownJson.code).toBe(2);
+    expect(JSON.parse(unknownJson.stderr)).toEqual({ error: { code: "usage", message: "unknown command 'shw' (Did you mean show?)" } });
     // Errors of a start point at the fix: where the server's agents come from and how to add one; the input an agent takes.
     const ghost = await cli(["start", "ghost", "x"]);
     expect(ghost.code).toBe(4);
     expect(ghost.stderr.trim()).toBe(
-      `tether: no agent named "ghost" is registered (known: writer, slow, stale; loaded from ${join(cwd, "tether.config.ts")}). Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>; tether serve loads agents when it starts: list agents with \`tether agents\``,
+      `tether: no agent named "ghost" is registered (known: writer, slow, stale; loaded from ${join(cwd, "tether.config.ts")}). Export it from tether.config.ts next to your package.json (export default [myAgent]) or pass --agents <file>; tether serve loads agents when it starts: list agents with \`tether agents\` [unknown_agent]`,
     );
     const badInput = await cli(["start", "writer", "--input", "42"]);
     expect(badInput.code).toBe(2);
-    expect(badInput.stderr).toMatch(/^tether: invalid input for agent writer: .+\. It takes: string \| \{ prompt: string \}\n$/);
+    expect(badInput.stderr).toMatch(/^tether: invalid input for agent writer: .+\. It takes: string \| \{ prompt: string \} \[invalid_input\]\n$/);
     // Straight on a store, in a folder with no config: the CLI says it fell back to the bundled examples.
     const empty = mkdtempSync(join(tmpdir(), "tether-cli-empty-"));
     try {
@@ -363,7 +370,7 @@ describe("tether CLI against a real `tether serve`", () => {
     const db = join(cwd, "prune", "t.db");
     const bare = await cli(["--db", db, "prune", "--completed-before", "30"]);
     expect(bare.code).toBe(2);
-    expect(bare.stderr.trim()).toBe('tether: --completed-before "30" is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s (a number alone is refused: days or milliseconds?)');
+    expect(bare.stderr.trim()).toBe('tether: --completed-before "30" is not an age: use a number and a unit, as in 30d, 12h, 45m or 90s (a number alone is refused: days or milliseconds?) [invalid_input]');
     expect((await cli(["--db", db, "prune", "--completed-before", "30d", "--batch", "0"])).stderr).toContain("--batch must be a whole number of at least 1");
     expect((await cli(["--db", db, "prune", "--completed-before", "30d", "--batch", "abc"])).code).toBe(2);
     const ancient = await cli(["--db", db, "prune", "--completed-before", "99999999999d"]);
@@ -388,7 +395,7 @@ describe("tether CLI against a real `tether serve`", () => {
     for (const args of [["ls"], ["show", "run_1"], ["prune", "--completed-before", "30d", "--dry-run"], ["verify"], ["halt", "--list"]]) {
       const refused = await cli(["--db", db, ...args]);
       expect(refused.code, args.join(" ")).toBe(4);
-      expect(refused.stderr.trim(), args.join(" ")).toBe(`tether: no Tether store at ${db}: check the path (--db or TETHER_DB); \`tether start\`, \`tether serve\` or \`tether worker\` create one`);
+      expect(refused.stderr.trim(), args.join(" ")).toBe(`tether: no Tether store at ${db}: check the path (--db or TETHER_DB); \`tether start\`, \`tether serve\` or \`tether worker\` create one [not_found]`);
     }
     expect(existsSync(db)).toBe(false);
   });

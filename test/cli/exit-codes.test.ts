@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { TetherClientError } from "../../src/client/client-error.js";
 import { IllegalTransitionError, RunNotFoundError, StaleSnapshotError, StoreCorruptError } from "../../src/engine/errors.js";
-import { errorLine, exitCodeFor, UsageError } from "../../src/cli/exit-codes.js";
+import { errorJson, errorLine, exitCodeFor, UsageError } from "../../src/cli/exit-codes.js";
 
 describe("CLI exit codes and error lines", () => {
   it("maps each error code to its exit code", () => {
@@ -24,9 +24,17 @@ describe("CLI exit codes and error lines", () => {
 
   it("says what to do, on one line", () => {
     expect(errorLine(new TetherClientError("stale_snapshot", 409, "run run_1 has a stale snapshot: the snapshot is 90 s old"))).toBe(
-      "tether: run run_1 has a stale snapshot: the snapshot is 90 s old: resume with --force to continue anyway",
+      "tether: run run_1 has a stale snapshot: the snapshot is 90 s old: resume with --force to continue anyway [stale_snapshot]",
     );
     expect(errorLine(new TetherClientError("unauthorized", 401, "a token is required"))).toContain("pass --token or set TETHER_TOKEN");
     expect(errorLine(new Error("two\nlines"))).toBe("tether: two lines");
+    expect(errorLine(new RunNotFoundError("run_1"))).toMatch(/ \[run_not_found\]$/);
+  });
+
+  it("reports an error as JSON, shaped like the API's answers", () => {
+    expect(JSON.parse(errorJson(new TetherClientError("stale_snapshot", 409, "run run_1 has a stale snapshot.")))).toEqual({
+      error: { code: "stale_snapshot", message: "run run_1 has a stale snapshot", hint: "resume with --force to continue anyway" },
+    });
+    expect(JSON.parse(errorJson(new Error("boom")))).toEqual({ error: { code: "error", message: "boom" } });
   });
 });
