@@ -35,6 +35,7 @@ export async function streamModelCall(
   const toolCalls: ToolCallPart[] = [];
   let reported: ModelUsage | undefined;
   let finishReason = "unknown";
+  let answered = false;
   const partialUsage = (): { usage: ModelUsage; estimated: boolean } => {
     const input = reported?.inputTokens ?? estimateTokens(requestChars(request));
     const output = Math.max(reported?.outputTokens ?? 0, estimateTokens(text.length));
@@ -53,6 +54,7 @@ export async function streamModelCall(
     for await (const part of model.stream(request, { signal: options.signal, idempotencyKey: options.idempotencyKey })) {
       // A stream that ignores its signal is cut here: nothing after the abort is used or shown.
       if (aborted) break;
+      answered = true;
       switch (part.type) {
         case "text-delta":
           text += part.text;
@@ -73,6 +75,9 @@ export async function streamModelCall(
   } catch (error) {
     if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
     const wrapped = TetherError.isInstance(error) ? error : new ModelCallError(`model ${model.provider}:${model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, undefined, error);
+    // Refused before any part of an answer (no API key, a 401, a 429, a server error): the
+    // provider billed nothing, so nothing is counted. A stream that broke off counts what came.
+    if (!answered) return { type: "failed", error: wrapped, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 } };
     return { type: "failed", error: wrapped, usage: partialUsage().usage };
   } finally {
     options.signal.removeEventListener("abort", onAbort);

@@ -39,8 +39,9 @@ describe("openai-compatible over a real HTTP wire: provider errors and bad tool 
       expect(failed.data).toMatchObject({ kind: "model", name: `openai-compatible:${testModel}`, error: "model_error" });
       expect(String(failed.data.message)).toMatch(expected);
       expect(entriesOf(journal, "status").map((e) => `${e.data.from}→${e.data.to}`)).toEqual(["queued→running", "running→pausing", "pausing→paused"]);
-      // Nothing streamed, so nothing is billed beyond the (estimated) prompt.
-      expect((failed.data.usage as unknown as Usage).outputTokens).toBe(0);
+      // Refused before any answer: the provider billed nothing, and nothing is counted.
+      expect(failed.data.usage as unknown as Usage).toMatchObject({ inputTokens: 0, outputTokens: 0 });
+      expect(paused.usage).toMatchObject({ inputTokens: 0, outputTokens: 0 });
       expect(server.completions).toHaveLength(1);
 
       // The server is fixed (its next response is a good one): resume completes.
