@@ -313,6 +313,20 @@ describe.skipIf(!runBrowserSuites)("dashboard (browser, against tether serve)", 
     await context.close();
   }, 30_000);
 
+  it("says a run does not exist, and stops asking for its events", async () => {
+    const { page, close } = await openAs("viewer", "/runs/run_nope");
+    const streams: string[] = [];
+    page.on("request", (request) => {
+      if (request.url().includes("/runs/run_nope/events")) streams.push(request.url());
+    });
+    await expect.poll(() => page.locator("h2").first().innerText(), { timeout: 10_000 }).toBe("No run run_nope");
+    const asked = streams.length;
+    // The stream retries a dropped connection every 2 s: two of its periods pass with no request.
+    await page.waitForTimeout(4500);
+    expect(streams.length).toBe(asked);
+    await close();
+  }, 30_000);
+
   it("lists runs live with their status, and takes the screenshot", async () => {
     const opened = await openAs("operator");
     const { page } = opened;

@@ -112,8 +112,9 @@ export function useRunData(id: string): RunData {
     if (pending.current.timer === undefined) pending.current.timer = window.setTimeout(flush, 40);
   }, [flush]);
 
+  // A run that does not exist has no events: its page stops asking rather than retry every 2 s.
   const stream = useEventStream(
-    (lastId) => client.eventsRequest(`/runs/${encodeURIComponent(id)}/events${lastId ? `?after=${encodeURIComponent(lastId)}` : ""}`),
+    notFound ? null : (lastId) => client.eventsRequest(`/runs/${encodeURIComponent(id)}/events${lastId ? `?after=${encodeURIComponent(lastId)}` : ""}`),
     {
       journal: (data) => {
         const entry = data as JournalEntry;
