@@ -538,6 +538,12 @@ export interface Store {
   saveToken(token: ApiTokenRecord): Promise<void>;
   findTokenByHash(hash: string): Promise<ApiTokenRecord | undefined>;
   listTokens(): Promise<ApiTokenRecord[]>;
+  /**
+   * Revokes token `id` at `at` (its row stays, so its commands keep their actor): the record as it
+   * is then, its `revokedAt` the first revocation's if it was revoked already; undefined for an
+   * unknown id.
+   */
+  revokeToken(id: string, at: number): Promise<ApiTokenRecord | undefined>;
 
   /**
    * Optional: a value that changes whenever anything may have been written to the store since

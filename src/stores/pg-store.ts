@@ -1049,6 +1049,12 @@ export class PostgresStore implements Store {
     return (await this.query<TokenRow>(`SELECT * FROM ${this.s}.tokens ORDER BY created_at`)).rows.map(tokenFromRow);
   }
 
+  async revokeToken(id: string, at: number): Promise<ApiTokenRecord | undefined> {
+    // COALESCE keeps the first revocation's time; the row comes back either way.
+    const { rows } = await this.query<TokenRow>(`UPDATE ${this.s}.tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *`, [id, at]);
+    return rows[0] ? tokenFromRow(rows[0]) : undefined;
+  }
+
   async runVersions(runIds: readonly string[]): Promise<Map<string, number>> {
     const { rows } = await this.query<{ id: string; version: number }>(`SELECT id, version FROM ${this.s}.runs WHERE id = ANY($1::text[])`, [[...runIds]]);
     return new Map(rows.map((row) => [row.id, row.version]));

@@ -96,6 +96,8 @@ const statementSql = {
   saveToken: "INSERT INTO tokens (id, name, role, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
   tokenByHash: "SELECT * FROM tokens WHERE hash = ?",
   listTokens: "SELECT * FROM tokens ORDER BY created_at",
+  revokeToken: "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+  tokenById: "SELECT * FROM tokens WHERE id = ?",
   // Journal entries and rows of messages (a row may hold several bodies: counted from the snapshot heads).
   journalSize: `SELECT SUM(type > 0) AS entries, SUM(LENGTH(data) + COALESCE(LENGTH(vars), 0) + COALESCE(LENGTH(checksum), 0)) AS bytes,
        (SELECT msg_count FROM journal WHERE k >= ? AND k < ? AND snap_seq IS NOT NULL ORDER BY k DESC LIMIT 1) AS messages
@@ -794,6 +796,12 @@ export class SqliteStore implements Store {
 
   async listTokens(): Promise<ApiTokenRecord[]> {
     return (this.statements.listTokens.all() as TokenRow[]).map(tokenFromRow);
+  }
+
+  async revokeToken(id: string, at: number): Promise<ApiTokenRecord | undefined> {
+    if (this.statements.revokeToken.run(at, id).changes > 0) this.wrote();
+    const row = this.statements.tokenById.get(id) as TokenRow | undefined;
+    return row ? tokenFromRow(row) : undefined;
   }
 
   /**

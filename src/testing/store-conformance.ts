@@ -630,6 +630,18 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(await store.findTokenByHash("nope")).toBeUndefined();
         expect(await store.listTokens()).toEqual([viewer, admin]);
       });
+
+      it("revokes a token once: its row stays, a second revocation keeps the first time, an unknown id is undefined", async () => {
+        const ci = { id: "tok_1", name: "ci", role: "operator" as const, hash: "h1", createdAt: baseTime + 1, revokedAt: null };
+        const other = { id: "tok_2", name: "ops", role: "admin" as const, hash: "h2", createdAt: baseTime + 2, revokedAt: null };
+        await store.saveToken(ci);
+        await store.saveToken(other);
+        expect(await store.revokeToken("tok_1", baseTime + 5)).toEqual({ ...ci, revokedAt: baseTime + 5 });
+        expect(await store.revokeToken("tok_1", baseTime + 7)).toEqual({ ...ci, revokedAt: baseTime + 5 });
+        expect(await store.findTokenByHash("h1")).toEqual({ ...ci, revokedAt: baseTime + 5 });
+        expect(await store.revokeToken("tok_nope", baseTime + 5)).toBeUndefined();
+        expect(await store.listTokens()).toEqual([{ ...ci, revokedAt: baseTime + 5 }, other]);
+      });
     });
   });
 }

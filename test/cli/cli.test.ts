@@ -351,7 +351,7 @@ describe("tether CLI against a real `tether serve`", () => {
     }
   }, 40_000);
 
-  it("token create prints a token once; token ls never shows secrets", async () => {
+  it("token create prints a token once; token ls never shows secrets; token revoke keeps the row", async () => {
     const db = join(cwd, "tokens", "t.db");
     const created = await cli(["--db", db, "token", "create", "--role", "operator", "--name", "ci"]);
     expect(created.code, created.stderr).toBe(0);
@@ -364,6 +364,21 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(listed.stdout).not.toContain(token);
     expect(JSON.stringify(tokens)).not.toContain("hash");
     expect((await cli(["--db", db, "token", "create", "--role", "root", "--name", "x"])).code).toBe(2);
+
+    // Revoked: its row stays (revokedAt set), a second revoke says so, an unknown id is not found.
+    const id = tokens[0].id as string;
+    const revoked = await cli(["--db", db, "token", "revoke", id]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout.trim()).toBe(`revoked operator token "ci" (${id}): requests with it are refused from now on`);
+    expect(revoked.stderr).toContain("no active admin token is left");
+    const after = JSON.parse((await cli(["--db", db, "token", "ls", "--json"])).stdout) as { id: string; revokedAt: number | null }[];
+    expect(after).toEqual([expect.objectContaining({ id, name: "ci", revokedAt: expect.any(Number) })]);
+    const again = await cli(["--db", db, "token", "revoke", id, "--json"]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual(expect.objectContaining({ id, revokedAt: after[0].revokedAt }));
+    const unknown = await cli(["--db", db, "token", "revoke", "tok_nope"]);
+    expect(unknown.code).toBe(4);
+    expect(unknown.stderr.trim()).toBe(`tether: no token tok_nope in ${db}: list them with \`tether token ls\` [not_found]`);
   });
 
   it("prune refuses an age with no unit, a batch of none, and an age before any date, before it touches the store", async () => {

@@ -1,4 +1,5 @@
 import { Option, type Command } from "commander";
+import { TetherError } from "../../engine/errors.js";
 import { roles, type Role } from "../../server/api-types.js";
 import { createApiToken } from "../../server/tokens.js";
 import { recordStoreAuthState } from "../auth-state.js";
@@ -28,6 +29,30 @@ export function tokenCommands(program: Command, io: CliIo): void {
         out(io, created.token);
         info(io, `created ${flags.role} token "${flags.name}" (${created.record.id}) in ${describeLocation(location)}`);
         info(io, "it is shown only once: store it now, and pass it with --token or TETHER_TOKEN (the dashboard: http://<host>:<port>/#token=<token>)");
+      } finally {
+        await store.close();
+      }
+    });
+
+  token
+    .command("revoke")
+    .description("revoke a token: every request with it is refused from then on (its row stays, so its commands keep their actor)")
+    .argument("<id>", "the token's id, as `tether token ls` lists it (tok_…)")
+    .option("--json", "print JSON")
+    .action(async function revoke(this: Command, id: string) {
+      const globals = globalsOf(this);
+      const location = storeFromOptions(globals, defaultDbPath)!;
+      const store = await openStore(location);
+      try {
+        const before = (await store.listTokens()).find((t) => t.id === id);
+        const revoked = await store.revokeToken(id, Date.now());
+        if (!revoked) throw new TetherError("not_found", `no token ${id} in ${describeLocation(location)}: list them with \`tether token ls\``);
+        const { hash: _hash, ...shown } = revoked;
+        if (globals.json) return out(io, JSON.stringify(shown));
+        const already = before?.revokedAt != null;
+        out(io, already ? `token "${revoked.name}" (${id}) was already revoked ${formatAge(revoked.revokedAt!, Date.now())}` : `revoked ${revoked.role} token "${revoked.name}" (${id}): requests with it are refused from now on`);
+        const active = (await store.listTokens()).filter((t) => t.revokedAt === null);
+        if (!active.some((t) => t.role === "admin")) info(io, "no active admin token is left: `tether token create --role admin --name <you>` makes one (a halt or a prune over the API needs it)");
       } finally {
         await store.close();
       }
