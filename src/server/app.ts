@@ -5,7 +5,7 @@ import type { Role } from "./api-types.js";
 import { authenticate, requireRole, type AuthOptions, type TokenSource } from "./auth.js";
 import { dashboardHandler } from "./dashboard-static.js";
 import { TetherError, UnknownAgentError } from "../engine/errors.js";
-import { errorBody, errorResponse, PayloadTooLargeError, RouteNotFoundError } from "./http-errors.js";
+import { errorBody, errorResponse, ForbiddenError, PayloadTooLargeError, RouteNotFoundError, UnauthorizedError } from "./http-errors.js";
 import { dashboardCsp, requestGuard, securityHeaders } from "./request-guard.js";
 import { agentRoutes } from "./routes/agent-routes.js";
 import { controlRoutes } from "./routes/control-routes.js";
@@ -57,6 +57,14 @@ export function createApp(options: AppOptions): Hono<AppEnv> {
         }
         await next();
       };
+    },
+    async stillAllowed(c, role) {
+      try {
+        requireRole(await authenticate(c, options.auth, tokens), role);
+        return true;
+      } catch (error) {
+        return !(error instanceof UnauthorizedError || error instanceof ForbiddenError);
+      }
     },
   };
 

@@ -683,6 +683,34 @@ describe("HTTP API: role matrix", () => {
     const refused = await env.call("GET", "/runs", { token: created.token });
     expect(refused.status).toBe(401);
   });
+
+  it("a token revoked while its event streams are open loses them at the next heartbeat; other tokens' streams go on", async () => {
+    const watcher = await createApiToken(env.store, { name: "watcher", role: "viewer" });
+    const id = await startWriter(env);
+    await env.runtime.waitFor(id, ["completed"]);
+    const openStream = async (path: string, token: string) => {
+      const response = await env.app.fetch(env.request("GET", path, { token }));
+      expect(response.status).toBe(200);
+      return new SseReader(response);
+    };
+    const runStream = await openStream(`/runs/${id}/events`, watcher.token);
+    const feed = await openStream("/events", watcher.token);
+    const other = await openStream(`/runs/${id}/events`, env.tokens.viewer);
+    await runStream.until(isTerminalStatusEntry);
+    await other.until(isTerminalStatusEntry);
+    await env.store.revokeToken(watcher.record.id, Date.now());
+    const ended = async (stream: SseReader) => {
+      for (;;) await stream.next(2_000); // heartbeats are comments, not messages: only the end or the timeout leaves
+    };
+    // The heartbeat is 200 ms here: the streams end within two of them, with no message after the revocation.
+    await expect(ended(runStream)).rejects.toThrow("the stream ended");
+    await expect(ended(feed)).rejects.toThrow("the stream ended");
+    const heartbeats = other.raw.split(": heartbeat").length;
+    await expect(other.next(600)).rejects.toThrow("no event within 600 ms");
+    expect(other.raw.split(": heartbeat").length).toBeGreaterThan(heartbeats);
+    await other.close();
+    expect((await env.call("GET", `/runs/${id}/events`, { token: watcher.token })).status).toBe(401);
+  });
 });
 
 describe("HTTP API: open mode, static dashboard", () => {

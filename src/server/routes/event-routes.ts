@@ -22,13 +22,37 @@ class OrderedSse {
     this.queue = this.queue.then(() => this.stream.write(`: ${text}\n\n`)).catch(() => undefined);
   }
 
-  /** Resolves once the client goes away. */
+  private ended: (() => void) | undefined;
+
+  /** Resolves once the client goes away, or `end` ends the stream. */
   closed(): Promise<void> {
     return new Promise((resolve) => {
+      this.ended = resolve;
       if (this.stream.aborted || this.stream.closed) resolve();
       else this.stream.onAbort(() => resolve());
     });
   }
+
+  /** Ends the stream from the server's side, after what is queued. */
+  end(): void {
+    this.queue = this.queue.then(() => this.stream.close()).catch(() => undefined);
+    this.ended?.();
+  }
+}
+
+/**
+ * A comment every heartbeat, so proxies keep the stream open; at each, the request's token is
+ * checked again: a token revoked (or lowered below viewer) while its stream is open loses the
+ * stream within a heartbeat, and a reconnection is refused. Returns the stop.
+ */
+function keepAlive(sse: OrderedSse, ctx: ServerContext, c: Context<AppEnv>): () => void {
+  const timer = setInterval(() => {
+    sse.comment("heartbeat");
+    void ctx.stillAllowed(c, "viewer").then((allowed) => {
+      if (!allowed) sse.end();
+    });
+  }, ctx.heartbeatMs);
+  return () => clearInterval(timer);
 }
 
 function eventCursor(c: Context<AppEnv>): { seq: number; sub: number } {
@@ -120,11 +144,11 @@ export function eventRoutes(api: Api, ctx: ServerContext): void {
         if (event.kind === "live" && event.seq === after.seq && event.sub <= after.sub) return;
         sse.send(toMessage(event));
       });
-      const heartbeat = setInterval(() => sse.comment("heartbeat"), ctx.heartbeatMs);
+      const stopKeepAlive = keepAlive(sse, ctx, c);
       try {
         await sse.closed();
       } finally {
-        clearInterval(heartbeat);
+        stopKeepAlive();
         unsubscribe();
       }
     });
@@ -146,13 +170,13 @@ export function eventRoutes(api: Api, ctx: ServerContext): void {
         if (event.kind === "journal") void feed.check();
       });
       const poll = setInterval(() => void feed.check(), 100);
-      const heartbeat = setInterval(() => sse.comment("heartbeat"), ctx.heartbeatMs);
+      const stopKeepAlive = keepAlive(sse, ctx, c);
       void feed.check();
       try {
         await sse.closed();
       } finally {
         clearInterval(poll);
-        clearInterval(heartbeat);
+        stopKeepAlive();
         unsubscribe();
       }
     });
