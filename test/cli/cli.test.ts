@@ -577,6 +577,9 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(demo.stdout).toMatch(/status running → completed/);
       expect(demo.stdout).toMatch(/run run_[0-9a-f]+ is completed/);
       expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(true);
+      // Its admin token lived as long as the demo.
+      const tokens = JSON.parse((await tether(["token", "ls", "--json"], { cwd: demoCwd })).stdout) as { role: string; revokedAt: number | null }[];
+      expect(tokens).toEqual([expect.objectContaining({ role: "admin", revokedAt: expect.any(Number) })]);
     } finally {
       rmSync(demoCwd, { recursive: true, force: true });
     }
@@ -595,7 +598,7 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(existsSync(join(demoCwd, ".tether", "tether.db"))).toBe(false);
       const store = db.open();
       expect(await store.getRun(runId!)).toMatchObject({ id: runId, status: "completed" });
-      expect((await store.listTokens()).map((t) => t.role)).toEqual(["admin"]);
+      expect((await store.listTokens()).map((t) => ({ role: t.role, revoked: t.revokedAt !== null }))).toEqual([{ role: "admin", revoked: true }]);
     } finally {
       await db.cleanup();
       rmSync(demoCwd, { recursive: true, force: true });

@@ -32,8 +32,10 @@ export function demoCommand(program: Command, io: CliIo): void {
       const { runtime, store } = await executingRuntime(location, loaded);
       const stopping = stopSignal();
       let server: Awaited<ReturnType<typeof startServer>> | undefined;
+      let demoToken: string | undefined;
       try {
-        const { token } = await createApiToken(store, { name: `demo-${new Date().toISOString().slice(0, 19)}`, role: "admin" });
+        const { token, record } = await createApiToken(store, { name: `demo-${new Date().toISOString().slice(0, 19)}`, role: "admin" });
+        demoToken = record.id;
         await recordStoreAuthState(location, store);
         server = await startServer({ runtime, host: flags.host, port: flags.port });
         const client = new TetherClient({ baseUrl: server.url, token });
@@ -42,7 +44,7 @@ export function demoCommand(program: Command, io: CliIo): void {
         const run = await client.start(agent.name, question);
         out(io, `Tether demo: ${agent.name} is working on "${question}"`);
         out(io, `dashboard: ${server.url}/#token=${token}${defaultDashboardDir() ? "" : "  (not built: npm run build)"}`);
-        out(io, `token:     ${token}  (admin; also for the CLI: TETHER_URL=${server.url} TETHER_TOKEN=<token> tether ls)`);
+        out(io, `token:     ${token}  (admin, until the demo stops; also for the CLI: TETHER_URL=${server.url} TETHER_TOKEN=<token> tether ls)`);
         out(io, `run:       ${run.id}  (agents: ${describeAgents(loaded)})`);
         const interactive = io.stdin.isTTY === true && flags.attach;
         const ended = (async () => {
@@ -60,6 +62,9 @@ export function demoCommand(program: Command, io: CliIo): void {
       } finally {
         await server?.close();
         await runtime.close();
+        // The demo's admin token lives as long as the demo: it is revoked when the demo stops, so
+        // an address with the token copied out of the terminal opens nothing afterwards.
+        if (demoToken) await store.revokeToken(demoToken, Date.now()).catch(() => undefined);
         await store.close();
       }
     });
