@@ -24,11 +24,14 @@ export class LogPrinter {
   async print(event: RunStreamEvent): Promise<void> {
     if (event.type === "delta") {
       if (this.options.text === false) return;
+      const joinedMidCall = !this.streamedCalls.has(event.callSeq) && event.offset > 0;
       this.streamedCalls.add(event.callSeq);
       if (!this.inText) {
         this.write(textIndent);
         this.inText = true;
       }
+      // Attached while the call streamed: its first characters went by before; say so.
+      if (joinedMidCall) this.write("…");
       this.write(event.text.replace(/\n/g, `\n${textIndent}`));
       return;
     }

@@ -45,7 +45,7 @@ export interface TetherClientOptions {
 /** A run's event stream, as `GET /runs/:id/events` sends it. */
 export type RunStreamEvent =
   | { type: "journal"; id: string; seq: number; entry: JournalEntry }
-  | { type: "delta"; id: string; seq: number; sub: number; callSeq: number; text: string };
+  | { type: "delta"; id: string; seq: number; sub: number; callSeq: number; text: string; offset: number };
 
 export interface EventsOptions {
   /** Continue after this event id (`"12"` or `"12.3"`), or journal seq. Default: from the start. */
@@ -213,7 +213,7 @@ export class TetherClient {
       } else if (message.event === "delta") {
         const data = JSON.parse(message.data) as DeltaData;
         const [seq, sub] = (message.id ?? "0.0").split(".").map(Number);
-        yield { type: "delta", id: message.id ?? "", seq, sub: sub ?? 0, callSeq: data.callSeq, text: data.text };
+        yield { type: "delta", id: message.id ?? "", seq, sub: sub ?? 0, callSeq: data.callSeq, text: data.text, offset: data.offset ?? 0 };
       }
     }
   }

@@ -68,12 +68,13 @@ export class EventBus {
   }
 
   /** A model's text delta, live only; the clock is read only when someone follows the run. */
-  publishDelta(runId: string, callSeq: number, text: string, clock: { now(): number }): void {
+  /** `offset`: the characters of the call's text streamed before this delta (a follower that joins mid-call knows it missed the start). */
+  publishDelta(runId: string, callSeq: number, text: string, clock: { now(): number }, offset = 0): void {
     let counter = this.liveCounters.get(runId);
     if (!counter) this.liveCounters.set(runId, (counter = { seq: 0, sub: 0 }));
     counter.sub += 1;
     // Most deltas have no follower: numbering them is all that is needed (a later follower's ids stay right).
-    if (this.hasListeners(runId)) this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type: "model.delta", at: clock.now(), data: { callSeq, text } });
+    if (this.hasListeners(runId)) this.emit({ kind: "live", runId, seq: counter.seq, sub: counter.sub, type: "model.delta", at: clock.now(), data: { callSeq, text, offset } });
   }
 
   /**

@@ -430,7 +430,7 @@ export class RunExecutor extends RunSession {
       streamModelCall(model, action.request, {
         signal,
         idempotencyKey: inflight.key ?? idempotencyKey(runId, callSeq),
-        onDelta: (text) => this.ctx.bus.publishDelta(runId, callSeq, text, this.ctx.clock),
+        onDelta: (text, offset) => this.ctx.bus.publishDelta(runId, callSeq, text, this.ctx.clock, offset),
       }),
     );
     const usageOf = (u: { inputTokens: number; outputTokens: number; cachedInputTokens?: number }): Usage => {

@@ -343,7 +343,7 @@ export class FunctionExecutor extends RunSession {
       effectInput: null,
       live: async ({ signal, key, seq }): Promise<LiveResult> => {
         const runId = this.run.id;
-        const outcome = await streamModelCall(model, req, { signal, idempotencyKey: key, onDelta: (text) => this.ctx.bus.publishDelta(runId, seq, text, this.ctx.clock) });
+        const outcome = await streamModelCall(model, req, { signal, idempotencyKey: key, onDelta: (text, offset) => this.ctx.bus.publishDelta(runId, seq, text, this.ctx.clock, offset) });
         if (outcome.type === "completed") return { type: "ok", value: outcome.result as unknown as Json, usage: this.priced(name, outcome.result.usage) };
         const usage = this.priced(name, outcome.usage);
         if (outcome.type === "aborted") {

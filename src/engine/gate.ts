@@ -29,7 +29,7 @@ function requestChars(request: ModelRequest): number {
 export async function streamModelCall(
   model: TetherModel,
   request: ModelRequest,
-  options: { signal: AbortSignal; idempotencyKey: string; onDelta(text: string): void },
+  options: { signal: AbortSignal; idempotencyKey: string; onDelta(text: string, offset: number): void },
 ): Promise<ModelCallOutcome> {
   let text = "";
   const toolCalls: ToolCallPart[] = [];
@@ -57,8 +57,8 @@ export async function streamModelCall(
       answered = true;
       switch (part.type) {
         case "text-delta":
+          options.onDelta(part.text, text.length);
           text += part.text;
-          options.onDelta(part.text);
           break;
         case "tool-call":
           toolCalls.push(part.toolCall);

@@ -195,4 +195,6 @@ export interface ErrorBody {
 export interface DeltaData {
   callSeq: number;
   text: string;
+  /** The characters of the call's text streamed before this delta: over 0 on the first delta a follower gets when it joined mid-call. */
+  offset: number;
 }

@@ -276,7 +276,18 @@ describe("HTTP API: event streams resume with no gap and no duplicate", () => {
     const seqs = all.filter((m) => m.event === "journal").map((m) => JSON.parse(m.data).seq as number);
     expect(seqs).toEqual((await journalOf(env, id)).map((e) => e.seq));
     const delta = JSON.parse(part.at(-1)!.data);
-    expect(delta).toEqual({ callSeq: expect.any(Number), text: expect.any(String) });
+    expect(delta).toEqual({ callSeq: expect.any(Number), text: expect.any(String), offset: expect.any(Number) });
+    // Each delta says how much of its call's text came before it: the first of a call 0, then
+    // the running length (the second stream, joined mid-call, starts past 0 and carries on).
+    const deltas = all.filter((m) => m.event === "delta").map((m) => JSON.parse(m.data) as { callSeq: number; text: string; offset: number });
+    const firstStream = deltas.slice(0, part.filter((m) => m.event === "delta").length);
+    const length = new Map<number, number>();
+    for (const d of firstStream) {
+      expect(d.offset, JSON.stringify(d)).toBe(length.get(d.callSeq) ?? 0);
+      length.set(d.callSeq, d.offset + d.text.length);
+    }
+    const resumed = deltas.slice(firstStream.length);
+    if (resumed[0]?.callSeq === delta.callSeq) expect(resumed[0].offset).toBe(delta.offset + delta.text.length);
   });
 
   it("?after= works like Last-Event-ID, and a finished run replays from the journal", async () => {

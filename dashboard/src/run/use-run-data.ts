@@ -102,7 +102,8 @@ export function useRunData(id: string): RunData {
     if (newDeltas.length) {
       setTexts((map) => {
         const next = new Map(map);
-        for (const delta of newDeltas) next.set(delta.callSeq, (next.get(delta.callSeq) ?? "") + delta.text);
+        // A call that was streaming when the page opened: its first characters went by before, marked "…".
+        for (const delta of newDeltas) next.set(delta.callSeq, (next.get(delta.callSeq) ?? (delta.offset > 0 ? "…" : "")) + delta.text);
         return next;
       });
     }

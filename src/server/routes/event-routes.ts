@@ -65,7 +65,7 @@ function eventCursor(c: Context<AppEnv>): { seq: number; sub: number } {
 
 function toMessage(event: RunEvent): SSEMessage {
   if (event.kind === "journal") return { event: "journal", id: String(event.seq), data: JSON.stringify(event.entry) };
-  const data: DeltaData = { callSeq: Number(event.data.callSeq), text: String(event.data.text ?? "") };
+  const data: DeltaData = { callSeq: Number(event.data.callSeq), text: String(event.data.text ?? ""), offset: Number(event.data.offset ?? 0) };
   return { event: "delta", id: `${event.seq}.${event.sub}`, data: JSON.stringify(data) };
 }
 
