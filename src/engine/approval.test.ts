@@ -11,6 +11,7 @@ import type { Json } from "./json.js";
 import type { Message } from "./state.js";
 import type { JournalEntry } from "./store.js";
 import { tool, type AnyTool } from "./tool.js";
+import { defineAgent, type Action } from "./agent.js";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -315,6 +316,35 @@ describe("approval in a step machine", () => {
     const done = await rt.waitFor(run.id, ["completed", "failed"]);
     expect(done.output).toBe(3);
     expect(seen.map((p) => p.to)).toEqual(["a", "b"]);
+  });
+});
+
+describe("approval of what the person saw", () => {
+  it("a state edited while the call waits does not change the approved arguments: the tool gets what was approved", async () => {
+    const { pay, seen } = payments();
+    h = harness([
+      defineAgent({
+        name: "vars-payer",
+        version: "1",
+        tools: [pay],
+        init: () => ({ messages: [], vars: { to: "acme", paid: false } }),
+        next: (state): Action => (state.vars.paid ? { type: "done", output: "paid" } : { type: "tool", toolCallId: "pay-1", toolName: "pay", input: { to: String(state.vars.to), amount: 120 } }),
+        apply: (state) => {
+          state.vars = { ...state.vars, paid: true };
+        },
+      }),
+    ]);
+    const rt = h.runtime;
+    const run = await rt.start("vars-payer", null);
+    const waiting = await rt.waitFor(run.id, ["paused"]);
+    expect(waiting.approvals?.map((a) => a.input)).toEqual([{ to: "acme", amount: 120 }]);
+    // Someone edits the state the call's arguments come from, then the approver approves what the dashboard shows.
+    await rt.editState(run.id, { patch: { vars: { to: "mallory" } }, actor: "bob" });
+    await rt.approve(run.id, { actor: "alice" });
+    expect((await rt.waitFor(run.id, ["completed", "failed", "paused"])).status).toBe("completed");
+    expect(seen).toEqual([{ to: "acme", amount: 120 }]);
+    const started = ofType(await rt.journal(run.id), "call.started").find((e) => e.data.name === "pay");
+    expect(started?.data.input).toEqual({ to: "acme", amount: 120 });
   });
 });
 

@@ -251,7 +251,9 @@ export class RunExecutor extends RunSession {
   private async approvalGate(action: Action & { type: "tool" }): Promise<(Action & { type: "tool" }) | undefined> {
     const request = approvalOf(this.run, action);
     const decision = request?.decision;
-    if (decision?.decision === "approved") return { ...action, input: decision.input ?? action.input };
+    // The arguments the person approved (as asked, or as they edited them), never what the agent
+    // would propose now: a state edited while the call waited must not change an approved call.
+    if (decision?.decision === "approved") return { ...action, input: decision.input ?? request!.input };
     if (request && decision?.decision === "rejected") {
       await this.deliverRejection(action, request);
       return undefined;
