@@ -27,7 +27,13 @@ export class RunClaims {
   private readonly beingClaimed = new Set<string>();
   /** Places held by runs being created claimed by this process (`claimNew`), until they execute here. */
   private creating = 0;
-  private readonly resourceHolders = new Map<string, ResourceHolder>();
+  /**
+   * Live resource handles of runs this process stopped executing with resources kept (a pause
+   * that keeps them), by run, with the epoch the run had here: the next executor of the run here
+   * reuses them; once the run is another worker's or has ended, `sweepHeldResources` abandons them.
+   */
+  private readonly resourceHolders = new Map<string, { holder: ResourceHolder; epoch: number }>();
+  private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
   private recovering: Promise<void> | undefined;
@@ -297,17 +303,65 @@ export class RunClaims {
     this.checking.set(run.id, checked);
   }
 
+  private keepHandles(runId: string, holder: ResourceHolder, epoch: number): void {
+    this.resourceHolders.set(runId, { holder, epoch });
+    if (this.sweepTimer || this.state.closed()) return;
+    this.sweepTimer = setInterval(() => void this.sweepHeldResources().catch(() => undefined), this.ctx.leaseMs);
+    this.sweepTimer.unref?.();
+  }
+
+  /**
+   * Abandons the kept handles of runs that are no longer this process's: claimed by another
+   * worker since (another epoch), ended elsewhere, or gone. One read of those runs; runs
+   * executing or being claimed here are left alone.
+   */
+  async sweepHeldResources(): Promise<void> {
+    const idle = (id: string) => !this.executors.has(id) && !this.checking.has(id) && !this.beingClaimed.has(id);
+    const ids = [...this.resourceHolders.keys()].filter(idle);
+    if (ids.length > 0) {
+      const store = this.ctx.store;
+      const runs = store.getRuns ? await store.getRuns(ids) : (await Promise.all(ids.map((id) => store.getRun(id)))).filter((r): r is RunRecord => r !== undefined);
+      const byId = new Map(runs.map((run) => [run.id, run]));
+      for (const id of ids) {
+        const kept = this.resourceHolders.get(id);
+        const run = byId.get(id);
+        // Read before a claim of this process took the run: its executor holds the handles now.
+        if (!kept || !idle(id) || (run && run.epoch === kept.epoch && !isTerminal(run.status))) continue;
+        this.resourceHolders.delete(id);
+        await kept.holder.abandon();
+      }
+    }
+    if (this.resourceHolders.size === 0) this.stopSweeping();
+  }
+
+  /** The runtime closes: every kept handle is let go (the runs' next holders take over what the records name). */
+  async abandonHeldResources(): Promise<void> {
+    this.stopSweeping();
+    const kept = [...this.resourceHolders.values()];
+    this.resourceHolders.clear();
+    for (const { holder } of kept) await holder.abandon();
+  }
+
+  private stopSweeping(): void {
+    clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+  }
+
   private execute(agent: AgentDefinition, run: RunRecord): void {
-    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id));
+    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id)?.holder);
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);
       this.watcher.delete(run.id);
       // A place is free: take the next queued run now rather than at the next tick.
       this.claimSoonAvailable();
-      // A resource kept over a pause stays live in this process; the next executor of the run reuses it.
-      if (executor.resources.holdsAny) this.resourceHolders.set(run.id, executor.resources);
-      else this.resourceHolders.delete(run.id);
+      // A resource kept over a pause stays live in this process; the next executor of the run
+      // reuses it. The lease lost, the run is another worker's: its handles are let go now.
+      if (executor.resources.holdsAny && !executor.leaseLost) this.keepHandles(run.id, executor.resources, executor.current.epoch);
+      else {
+        this.resourceHolders.delete(run.id);
+        if (executor.resources.holdsAny) void executor.resources.abandon();
+      }
       if (isTerminal(executor.current.status)) this.ctx.bus.forget(run.id);
       // Let go after a store error: taken again here a moment later (a worker's poll would too).
       if (executor.letGoForRecovery) setTimeout(() => this.claimSoon(executor.current), storeErrorRetryMs).unref();

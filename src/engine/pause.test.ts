@@ -337,6 +337,9 @@ describe("resources and pause", () => {
       release: (handle, record) => {
         calls.push(`release ${handle ?? "no handle"} ${JSON.stringify(record)}`);
       },
+      abandon: (handle) => {
+        calls.push(`abandon ${handle}`);
+      },
     });
     const ledger = new Ledger();
     const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
@@ -346,11 +349,53 @@ describe("resources and pause", () => {
     await waitUntil(() => ledger.executionsOf("slow") === 1);
     await h.runtime.pause(run.id);
     await h.runtime.waitFor(run.id, ["paused"]);
+    // Closing lets go of the live handle, never of the lock its record names: the next holder takes that over.
     await h.runtime.close();
+    expect(calls).toEqual(["acquire", "abandon lock"]);
     const other = h.open();
     await other.resume(run.id);
     expect((await other.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
-    expect(calls).toEqual(["acquire", 'reattach {"path":"/tmp/work.lock"}', 'release lock {"path":"/tmp/work.lock"}']);
+    expect(calls).toEqual(["acquire", "abandon lock", 'reattach {"path":"/tmp/work.lock"}', 'release lock {"path":"/tmp/work.lock"}']);
+  });
+
+  it("a handle kept over a pause is abandoned, not released, once another runtime resumes the run; the runtime that kept it stays up", async () => {
+    const calls: string[] = [];
+    let handles = 0;
+    const lock = resource({
+      name: "lock",
+      acquire: ({ previous }) => {
+        const handle = `handle-${++handles}`;
+        calls.push(previous ? `reattach ${handle}` : `acquire ${handle}`);
+        return handle;
+      },
+      record: () => ({ path: "/tmp/work.lock" }),
+      release: (handle) => {
+        calls.push(`release ${handle}`);
+      },
+      abandon: (handle) => {
+        calls.push(`abandon ${handle}`);
+      },
+    });
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
+    const agent = sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }] });
+    h = harness([agent], { leaseMs: 1_000 });
+    const first = h.runtime;
+    const run = await first.start("locking", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await first.pause(run.id);
+    await first.waitFor(run.id, ["paused"]);
+    // This runtime stays open but takes no more runs; another resumes the run and finishes it.
+    first.stopWorker();
+    const other = h.open({ leaseMs: 1_000 });
+    await other.resume(run.id);
+    expect((await other.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
+    // Within a lease of the takeover, the first runtime lets its handle go, and releases nothing.
+    await waitUntil(() => calls.includes("abandon handle-1"), { timeoutMs: 5_000, what: "the kept handle let go" });
+    // The takeover and the sweep run side by side: their order is free, each happens once.
+    expect(calls[0]).toBe("acquire handle-1");
+    expect([...calls].sort()).toEqual(["abandon handle-1", "acquire handle-1", "reattach handle-2", "release handle-2"]);
+    await other.close();
   });
 });
 

@@ -17,6 +17,15 @@ export interface ResourceDefinition<H = unknown> {
   acquire(ctx: ResourceContext): Promise<H> | H;
   record?(handle: H): Json;
   release(handle: H | undefined, record: Json): Promise<void> | void;
+  /**
+   * Frees what this process holds for a live handle of a run that another process now executes
+   * (it took the run over when this worker's lease lapsed, or resumed it after a pause), or that
+   * ended elsewhere, or when this runtime closes: close a connection, kill a browser this process
+   * started. Never what `record` names (a lock, a remote session): the run's next holder takes
+   * that over with `acquire`'s `previous`, and releases it. Optional: without it the handle is
+   * dropped as it is. Errors are ignored.
+   */
+  abandon?(handle: H): Promise<void> | void;
   /** Released when the run pauses and acquired again on resume. */
   releaseOnPause?: boolean;
   /** Is the resource still as the run left it? Return a reason string if not. */

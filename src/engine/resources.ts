@@ -50,6 +50,25 @@ export class ResourceHolder {
     }
   }
 
+  /**
+   * Lets go of every live handle without releasing what the records name (see
+   * `ResourceDefinition.abandon`): the run is no longer this process's. The names abandoned.
+   */
+  async abandon(): Promise<string[]> {
+    const names = [...this.handles.keys()];
+    for (const name of names) {
+      const handle = this.handles.get(name);
+      this.handles.delete(name);
+      const definition = this.definitions.find((d) => d.name === name);
+      try {
+        await definition?.abandon?.(handle);
+      } catch {
+        // The handle is let go either way; the record still names what the next holder takes over.
+      }
+    }
+    return names;
+  }
+
   /** Whether a pause has anything to release: a held resource marked `releaseOnPause`, not released for a pause yet. */
   releasesOnPause(held: Record<string, HeldResource>): boolean {
     return Object.entries(held).some(([name, entry]) => !entry.releasedForPause && this.definitions.some((d) => d.name === name && d.releaseOnPause));

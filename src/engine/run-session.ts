@@ -45,6 +45,8 @@ export abstract class RunSession {
   /** Fires when the run is halted or the lease is lost: stop waiting for anything. */
   protected readonly stopAll = new AbortController();
   private lastRenewal: number;
+  /** Set when a write or a record showed another epoch: another worker holds the run now. */
+  leaseLost = false;
   /** Set by `detach`: from then on this executor writes nothing, as if its process had died. */
   protected detached = false;
   /**
@@ -107,6 +109,7 @@ export abstract class RunSession {
   observe(fresh: RunRecord): void {
     if (fresh.version <= this.run.version) return;
     if (fresh.epoch !== this.run.epoch) {
+      this.leaseLost = true;
       this.stopAll.abort(new LeaseLostError(this.run.id));
       this.abortCalls(new LeaseLostError(this.run.id));
       return;
@@ -191,6 +194,7 @@ export abstract class RunSession {
     const result = await this.ctx.store.update({ ...update, ...(renewLease ? { renewLease } : {}), runId: this.run.id, expect });
     if (!result.ok) {
       if (result.run.epoch !== this.run.epoch) {
+        this.leaseLost = true;
         this.stopAll.abort(new LeaseLostError(this.run.id));
         throw new LeaseLostError(this.run.id);
       }

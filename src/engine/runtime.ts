@@ -267,6 +267,7 @@ export class Runtime {
     await Promise.allSettled([...this.claims.checking.values()]);
     for (const { executor } of executors.values()) executor.detach();
     await Promise.allSettled([...executors.values()].map((e) => e.done));
+    await this.claims.abandonHeldResources();
   }
 
   get(runId: string): Promise<RunRecord> {
