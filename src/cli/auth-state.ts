@@ -15,6 +15,8 @@ export function authStatePath(dbPath: string): string {
 
 interface AuthState {
   tokenIds: string[];
+  /** Tokens revoked: one the database holds active again lost its revocation (a lost write). */
+  revokedIds: string[];
   updatedAt: string;
 }
 
@@ -29,31 +31,50 @@ export class TokensMissingError extends TetherError<"tokens_missing"> {
   }
 }
 
+export class TokensUnrevokedError extends TetherError<"tokens_missing"> {
+  constructor(dbPath: string, unrevoked: string[]) {
+    super(
+      "tokens_missing",
+      `the database ${dbPath} holds ${unrevoked.length} API token(s) as active that were revoked (${unrevoked.join(", ")}): it lost recent writes (a missing -wal file, a partial backup). Refusing to serve. Restore the database, or revoke them again with \`tether token revoke <id>\``,
+      { missing: unrevoked },
+    );
+    this.name = "TokensUnrevokedError";
+  }
+}
+
 function readState(dbPath: string): AuthState | undefined {
   const path = authStatePath(dbPath);
   if (!existsSync(path)) return undefined;
   try {
     const parsed = JSON.parse(readFileSync(path, "utf8")) as Partial<AuthState>;
-    return Array.isArray(parsed.tokenIds) ? { tokenIds: parsed.tokenIds.map(String), updatedAt: String(parsed.updatedAt ?? "") } : undefined;
+    return Array.isArray(parsed.tokenIds)
+      ? { tokenIds: parsed.tokenIds.map(String), revokedIds: Array.isArray(parsed.revokedIds) ? parsed.revokedIds.map(String) : [], updatedAt: String(parsed.updatedAt ?? "") }
+      : undefined;
   } catch {
     throw new TetherError("invalid_input", `${path} is not readable JSON; restore it or delete it to start over`);
   }
 }
 
-/** Writes the ids of every token the store holds (active or revoked), atomically. */
+/** Writes the ids of every token the store holds (active or revoked), and of those revoked, atomically. */
 export async function recordAuthState(dbPath: string, store: Pick<Store, "listTokens">): Promise<void> {
-  const tokenIds = (await store.listTokens()).map((t) => t.id).sort();
+  const tokens = await store.listTokens();
+  const tokenIds = tokens.map((t) => t.id).sort();
+  const revokedIds = tokens.filter((t) => t.revokedAt !== null).map((t) => t.id).sort();
   const path = authStatePath(dbPath);
-  writeFileSync(`${path}.tmp`, JSON.stringify({ tokenIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
+  writeFileSync(`${path}.tmp`, JSON.stringify({ tokenIds, revokedIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
   renameSync(`${path}.tmp`, path);
 }
 
 /** Refuses (`tokens_missing`) when tokens the record lists are gone from the store; else brings the record up to date. */
 export async function checkAuthState(dbPath: string, store: Pick<Store, "listTokens">): Promise<void> {
   const state = readState(dbPath);
-  const held = new Set((await store.listTokens()).map((t) => t.id));
+  const tokens = await store.listTokens();
+  const held = new Set(tokens.map((t) => t.id));
   const missing = (state?.tokenIds ?? []).filter((id) => !held.has(id));
   if (missing.length) throw new TokensMissingError(dbPath, missing);
+  const active = new Set(tokens.filter((t) => t.revokedAt === null).map((t) => t.id));
+  const unrevoked = (state?.revokedIds ?? []).filter((id) => active.has(id));
+  if (unrevoked.length) throw new TokensUnrevokedError(dbPath, unrevoked);
   if (held.size || state) await recordAuthState(dbPath, store);
 }
 

@@ -11,7 +11,7 @@ import { verifyCommand } from "./commands/verify-command.js";
 import { defaultUrl } from "./connection.js";
 import { errorJson, errorLine, exitCode, exitCodeFor, UsageError } from "./exit-codes.js";
 
-export function buildProgram(io: CliIo, options: { jsonErrors?: boolean } = {}): Command {
+export function buildProgram(io: CliIo, options: { jsonErrors?: boolean; held?: string[] } = {}): Command {
   const program = new Command("tether")
     .description("Pause, resume and cancel long-running AI agents.")
     .version(packageVersion(), "-V, --version")
@@ -24,9 +24,11 @@ export function buildProgram(io: CliIo, options: { jsonErrors?: boolean } = {}):
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
-      // With --json a mistake in the call is reported as JSON (runCli), not as commander's text.
+      // With --json a mistake in the call is reported as JSON (runCli), not as commander's text;
+      // the text is held, and written after all when it was help (a command given no subcommand).
       writeErr: (text) => {
-        if (!options.jsonErrors) io.stderr.write(text);
+        if (options.jsonErrors) options.held?.push(text);
+        else io.stderr.write(text);
       },
     })
     .exitOverride();
@@ -51,13 +53,17 @@ export async function runCli(argv: readonly string[], io: CliIo = { stdout: proc
   const args = argv.slice(2);
   const end = args.indexOf("--");
   const json = (end === -1 ? args : args.slice(0, end)).includes("--json");
-  const program = buildProgram(io, { jsonErrors: json });
+  const held: string[] = [];
+  const program = buildProgram(io, { jsonErrors: json, held });
   try {
     await program.parseAsync([...argv]);
     return exitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") return exitCode.ok;
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") {
+        for (const text of held) io.stderr.write(text);
+        return exitCode.ok;
+      }
       if (json) io.stderr.write(`${errorJson(new UsageError(error.message.replace(/^error: /, "")))}\n`);
       return exitCode.usage;
     }

@@ -298,10 +298,42 @@ export class RunClaims {
         this.checking.delete(run.id);
         // Failed or paused by a check: the lease lapses or was let go, and the place is free.
         if (ready && !this.state.closed()) this.execute(agent, ready);
-        else this.claimSoonAvailable();
+        else {
+          // Claimed here and stopped by the check: handles kept for the run are still its own.
+          const kept = this.resourceHolders.get(run.id);
+          if (kept && run.epoch === kept.epoch + 1) kept.epoch = run.epoch;
+          this.claimSoonAvailable();
+        }
       });
     this.checking.set(run.id, checked);
   }
+
+  /**
+   * The handles this process kept for `run` (claimed here now), if they are still the run's: no
+   * other worker claimed it since they were kept (a claim moves the epoch by one). Otherwise
+   * another holder re-attached what the record names meanwhile: these are abandoned, and the
+   * executor acquires with the record as it is now.
+   */
+  private keptHandles(run: RunRecord): ResourceHolder | undefined {
+    const kept = this.resourceHolders.get(run.id);
+    if (!kept) return undefined;
+    if (run.epoch === kept.epoch + 1) return kept.holder;
+    this.resourceHolders.delete(run.id);
+    this.letGo(kept.holder);
+    return undefined;
+  }
+
+  /** Abandons a holder's handles; `close` waits for those under way. */
+  private letGo(holder: ResourceHolder): void {
+    const done = holder.abandon().then(
+      () => undefined,
+      () => undefined,
+    );
+    this.abandoning.add(done);
+    void done.finally(() => this.abandoning.delete(done));
+  }
+
+  private readonly abandoning = new Set<Promise<void>>();
 
   private keepHandles(runId: string, holder: ResourceHolder, epoch: number): void {
     this.resourceHolders.set(runId, { holder, epoch });
@@ -318,6 +350,8 @@ export class RunClaims {
   async sweepHeldResources(): Promise<void> {
     const idle = (id: string) => !this.executors.has(id) && !this.checking.has(id) && !this.beingClaimed.has(id);
     const ids = [...this.resourceHolders.keys()].filter(idle);
+    // Each as it was before the read: one kept again meanwhile (claimed, run and paused here) is newer than the read.
+    const seen = new Map(ids.map((id) => [id, this.resourceHolders.get(id)]));
     if (ids.length > 0) {
       const store = this.ctx.store;
       const runs = store.getRuns ? await store.getRuns(ids) : (await Promise.all(ids.map((id) => store.getRun(id)))).filter((r): r is RunRecord => r !== undefined);
@@ -326,9 +360,9 @@ export class RunClaims {
         const kept = this.resourceHolders.get(id);
         const run = byId.get(id);
         // Read before a claim of this process took the run: its executor holds the handles now.
-        if (!kept || !idle(id) || (run && run.epoch === kept.epoch && !isTerminal(run.status))) continue;
+        if (!kept || kept !== seen.get(id) || !idle(id) || (run && run.epoch === kept.epoch && !isTerminal(run.status))) continue;
         this.resourceHolders.delete(id);
-        await kept.holder.abandon();
+        this.letGo(kept.holder);
       }
     }
     if (this.resourceHolders.size === 0) this.stopSweeping();
@@ -339,7 +373,8 @@ export class RunClaims {
     this.stopSweeping();
     const kept = [...this.resourceHolders.values()];
     this.resourceHolders.clear();
-    for (const { holder } of kept) await holder.abandon();
+    for (const { holder } of kept) this.letGo(holder);
+    await Promise.all([...this.abandoning]);
   }
 
   private stopSweeping(): void {
@@ -348,7 +383,7 @@ export class RunClaims {
   }
 
   private execute(agent: AgentDefinition, run: RunRecord): void {
-    const executor = createExecutor(this.ctx, agent, run, this.resourceHolders.get(run.id)?.holder);
+    const executor = createExecutor(this.ctx, agent, run, this.keptHandles(run));
     this.watcher.add(executor);
     const done = executor.execute().finally(() => {
       this.executors.delete(run.id);
@@ -360,7 +395,7 @@ export class RunClaims {
       if (executor.resources.holdsAny && !executor.leaseLost) this.keepHandles(run.id, executor.resources, executor.current.epoch);
       else {
         this.resourceHolders.delete(run.id);
-        if (executor.resources.holdsAny) void executor.resources.abandon();
+        if (executor.resources.holdsAny) this.letGo(executor.resources);
       }
       if (isTerminal(executor.current.status)) this.ctx.bus.forget(run.id);
       // Let go after a store error: taken again here a moment later (a worker's poll would too).

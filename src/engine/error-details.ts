@@ -55,7 +55,8 @@ export interface ErrorDetails {
   tokens_missing: { missing: string[] };
   payload_too_large: { maxBytes: number };
   /** Known fields, and whatever else a model adapter adds. */
-  model_error: { model?: string; statusCode?: number; retryable?: boolean; retryAfterSeconds?: number; [key: string]: unknown } | undefined;
+  /** `beforeAnswer`: refused before any response stream opened (nothing billed). */
+  model_error: { model?: string; beforeAnswer?: boolean; statusCode?: number; retryable?: boolean; retryAfterSeconds?: number; [key: string]: unknown } | undefined;
   /** A tool's own errors may carry more (a subclass of `TetherError` in your tool). */
   tool_error: { toolName?: string; [key: string]: unknown } | undefined;
   tool_unavailable: { toolName?: string; [key: string]: unknown };

@@ -75,9 +75,11 @@ export async function streamModelCall(
   } catch (error) {
     if (options.signal.aborted) return { type: "aborted", text, ...partialUsage() };
     const wrapped = TetherError.isInstance(error) ? error : new ModelCallError(`model ${model.provider}:${model.modelId} failed: ${(error as Error)?.message ?? String(error)}`, undefined, error);
-    // Refused before any part of an answer (no API key, a 401, a 429, a server error): the
-    // provider billed nothing, so nothing is counted. A stream that broke off counts what came.
-    if (!answered) return { type: "failed", error: wrapped, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 } };
+    // Refused before a response stream opened (the adapter says so: no API key, a 401, a 429, a
+    // server error): the provider billed nothing, so nothing is counted. Anything else (a stream
+    // that broke off, a model of your own that threw) counts the estimate, as a stop does.
+    const refused = !answered && wrapped.code === "model_error" && (wrapped.details as { beforeAnswer?: boolean } | undefined)?.beforeAnswer === true;
+    if (refused) return { type: "failed", error: wrapped, usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 } };
     return { type: "failed", error: wrapped, usage: partialUsage().usage };
   } finally {
     options.signal.removeEventListener("abort", onAbort);

@@ -358,6 +358,53 @@ describe("resources and pause", () => {
     expect(calls).toEqual(["acquire", "abandon lock", 'reattach {"path":"/tmp/work.lock"}', 'release lock {"path":"/tmp/work.lock"}']);
   });
 
+  it("a handle kept over a pause is not reused once another runtime held the run in between: abandoned, and the record as it is now re-attached", async () => {
+    const calls: string[] = [];
+    let handles = 0;
+    const lock = resource({
+      name: "lock",
+      acquire: ({ previous }) => {
+        const handle = `handle-${++handles}`;
+        calls.push(previous ? `reattach ${handle} (was ${JSON.stringify(previous)})` : `acquire ${handle}`);
+        return handle;
+      },
+      record: (handle: string) => ({ session: handle }),
+      release: (handle, record) => {
+        calls.push(`release ${handle} ${JSON.stringify(record)}`);
+      },
+      abandon: (handle) => {
+        calls.push(`abandon ${handle}`);
+      },
+    });
+    const ledger = new Ledger();
+    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
+    const steps = [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }, { tool: "slow", input: { id: "c" } }];
+    h = harness([sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps })], { leaseMs: 60_000 });
+    const a = h.runtime;
+    const run = await a.start("locking", null);
+    await waitUntil(() => ledger.executionsOf("slow") === 1);
+    await a.pause(run.id);
+    await a.waitFor(run.id, ["paused"]);
+    a.stopWorker();
+    const b = h.open({ leaseMs: 60_000 });
+    await b.resume(run.id);
+    await waitUntil(() => ledger.executionsOf("slow") === 2);
+    await b.pause(run.id);
+    await b.waitFor(run.id, ["paused"]);
+    // Back on the first runtime, well within a lease (no sweep yet): its handle is not the run's any more.
+    await a.resume(run.id);
+    expect((await a.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
+    expect(calls).toEqual([
+      "acquire handle-1",
+      'reattach handle-2 (was {"session":"handle-1"})',
+      "abandon handle-1",
+      'reattach handle-3 (was {"session":"handle-2"})',
+      'release handle-3 {"session":"handle-3"}',
+    ]);
+    await b.close();
+    expect(calls.at(-1)).toBe("abandon handle-2");
+  });
+
   it("a handle kept over a pause is abandoned, not released, once another runtime resumes the run; the runtime that kept it stays up", async () => {
     const calls: string[] = [];
     let handles = 0;

@@ -8,6 +8,9 @@ export interface ResourceChange {
   failed?: { name: string; error: string };
 }
 
+/** How long `abandon` waits for a resource's hook. */
+const abandonTimeoutMs = 10_000;
+
 /**
  * The live handles of a run's resources in this process. Their records live in the run, so
  * another process can release what this one acquired.
@@ -60,10 +63,14 @@ export class ResourceHolder {
       const handle = this.handles.get(name);
       this.handles.delete(name);
       const definition = this.definitions.find((d) => d.name === name);
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        await definition?.abandon?.(handle);
+        // A hook that hangs holds nothing up (a runtime's close waits for these) past its bound.
+        await Promise.race([definition?.abandon?.(handle), new Promise((resolve) => (timer = setTimeout(resolve, abandonTimeoutMs)))]);
       } catch {
         // The handle is let go either way; the record still names what the next holder takes over.
+      } finally {
+        clearTimeout(timer);
       }
     }
     return names;

@@ -81,7 +81,8 @@ async function* streamParts(model: LanguageModelV3, label: string, settings: AiS
     ({ stream } = await model.doStream({ ...(settings as Omit<LanguageModelV3CallOptions, "prompt">), prompt: v3.toPrompt(request.messages), ...v3.toTools(request.tools), abortSignal: signal }));
   } catch (error) {
     if (signal.aborted) throw signal.reason;
-    throw modelCallError(label, error);
+    // Refused before a response stream opened (no API key, a 401, a 429, a 5xx): nothing was billed.
+    throw modelCallError(label, error, { beforeAnswer: true });
   }
   const reader = stream.getReader();
   // A provider that ignores its signal still stops: cancelling the reader cancels the response body.
@@ -114,7 +115,7 @@ async function* streamParts(model: LanguageModelV3, label: string, settings: AiS
 }
 
 /** The provider's own message first, with the HTTP status and retry hint as details. */
-export function modelCallError(label: string, error: unknown): TetherError {
+export function modelCallError(label: string, error: unknown, extra: { beforeAnswer?: true } = {}): TetherError {
   if (TetherError.isInstance(error)) return error;
   if (isApiCallError(error)) {
     const status = error.statusCode;
@@ -127,6 +128,7 @@ export function modelCallError(label: string, error: unknown): TetherError {
       `${label} failed: ${summary}`,
       {
         model: label,
+        ...extra,
         ...(status !== undefined ? { statusCode: status } : {}),
         retryable: error.isRetryable,
         ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}),
@@ -134,7 +136,7 @@ export function modelCallError(label: string, error: unknown): TetherError {
       error,
     );
   }
-  return new ModelCallError(`${label} failed: ${errorText(error)}`, { model: label }, error);
+  return new ModelCallError(`${label} failed: ${errorText(error)}`, { model: label, ...extra }, error);
 }
 
 /** Stream error parts are often plain objects from the provider's body: `{ type?, message }`. */

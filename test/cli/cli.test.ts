@@ -245,6 +245,8 @@ describe("tether CLI against a real `tether serve`", () => {
     const unknownJson = await cli(["--json", "shw"]);
     expect(unknownJson.code).toBe(2);
     expect(JSON.parse(unknownJson.stderr)).toEqual({ error: { code: "usage", message: "unknown command 'shw' (Did you mean show?)" } });
+    // A command with no subcommand still shows its help under --json.
+    expect((await cli(["token", "--json"])).stderr).toContain("Usage: tether token [options] [command]");
     // Errors of a start point at the fix: where the server's agents come from and how to add one; the input an agent takes.
     const ghost = await cli(["start", "ghost", "x"]);
     expect(ghost.code).toBe(4);
@@ -452,6 +454,40 @@ describe("tether CLI against a real `tether serve`", () => {
       rmSync(other, { recursive: true, force: true });
     }
   });
+
+  it("a revocation the database loses is caught: serve refuses while a revoked token is active again", async () => {
+    const other = mkdtempSync(join(tmpdir(), "tether-cli-unrevoked-"));
+    try {
+      writeFileSync(join(other, "tether.config.ts"), configSource());
+      const created = await tether(["token", "create", "--role", "admin", "--name", "ada", "--json"], { cwd: other });
+      const { id } = JSON.parse(created.stdout) as { id: string };
+      expect((await tether(["token", "revoke", id], { cwd: other })).code).toBe(0);
+      await tether(["token", "create", "--role", "admin", "--name", "bob"], { cwd: other });
+      expect(JSON.parse(readFileSync(join(other, ".tether", "tether.db.auth.json"), "utf8")).revokedIds).toEqual([id]);
+      // The database loses the revocation (a backup taken before it, a lost -wal file).
+      const db = new (createRequire(import.meta.url)("better-sqlite3"))(join(other, ".tether", "tether.db"));
+      db.prepare("UPDATE tokens SET revoked_at = NULL WHERE id = ?").run(id);
+      db.close();
+      const lost = await tether(["serve", "--port", "0"], { cwd: other });
+      expect(lost.code).toBe(1);
+      expect(lost.stderr).toContain(`holds 1 API token(s) as active that were revoked (${id})`);
+      // Revoked again, it serves.
+      expect((await tether(["token", "revoke", id], { cwd: other })).code).toBe(0);
+      const serving = spawn(process.execPath, ["--import", tsxLoader, mainTs, "serve", "--port", "0"], { cwd: other, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+      try {
+        let out = "";
+        serving.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        serving.stderr.on("data", (d: Buffer) => (out += d.toString()));
+        await until("serve to start", async () => (/http:\/\/127\.0\.0\.1:\d+/.test(out) ? true : undefined), 20_000);
+      } finally {
+        const exited = new Promise((r) => serving.once("exit", r));
+        serving.kill("SIGINT");
+        await exited;
+      }
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   describe.skipIf(!hasTmux)("attach, driven through tmux", () => {
     const session = `tether-attach-${process.pid}`;

@@ -60,11 +60,16 @@ export function demoCommand(program: Command, io: CliIo): void {
         info(io, `the server is still running at ${server.url} (the dashboard works); Ctrl-C to stop`);
         await stopping;
       } finally {
+        // The demo's admin token lives as long as the demo: it is revoked first thing when the demo
+        // stops, so an address with the token copied out of the terminal opens nothing afterwards.
+        if (demoToken) {
+          await store
+            .revokeToken(demoToken, Date.now())
+            .then(() => recordStoreAuthState(location, store))
+            .catch(() => undefined);
+        }
         await server?.close();
         await runtime.close();
-        // The demo's admin token lives as long as the demo: it is revoked when the demo stops, so
-        // an address with the token copied out of the terminal opens nothing afterwards.
-        if (demoToken) await store.revokeToken(demoToken, Date.now()).catch(() => undefined);
         await store.close();
       }
     });

@@ -47,6 +47,8 @@ export function tokenCommands(program: Command, io: CliIo): void {
         const before = (await store.listTokens()).find((t) => t.id === id);
         const revoked = await store.revokeToken(id, Date.now());
         if (!revoked) throw new TetherError("not_found", `no token ${id} in ${describeLocation(location)}: list them with \`tether token ls\``);
+        // Recorded beside a SQLite file too: a database that later loses the revocation is refused by serve.
+        await recordStoreAuthState(location, store);
         const { hash: _hash, ...shown } = revoked;
         if (globals.json) return out(io, JSON.stringify(shown));
         const already = before?.revokedAt != null;
