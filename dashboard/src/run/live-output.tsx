@@ -11,7 +11,7 @@ import { callStatus, type CallView, type Timeline } from "./timeline-model.js";
  * The hero of the run page: the model's text as it streams (the latest model call), and what
  * tool is running right now.
  */
-export function LiveOutput(props: { run: RunView; timeline: Timeline; texts: ReadonlyMap<number, string>; state: StateResponse | null; connectedAt: number }) {
+export function LiveOutput(props: { run: RunView; timeline: Timeline; texts: ReadonlyMap<number, string>; state: StateResponse | null }) {
   const { timeline, texts, state } = props;
   let lastModel: CallView | undefined;
   for (const item of timeline.items) if (item.type === "call" && item.call.kind === "model") lastModel = item.call;
@@ -19,7 +19,6 @@ export function LiveOutput(props: { run: RunView; timeline: Timeline; texts: Rea
   const toolRunning = current?.kind === "tool" ? current : undefined;
   const streaming = current?.kind === "model" && current === lastModel;
   const text = lastModel ? modelText(lastModel, texts, state) : undefined;
-  const missedStart = streaming && lastModel !== undefined && lastModel.startedAt < props.connectedAt - 300;
   const now = useNow(200, current !== undefined);
   const body = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
@@ -54,7 +53,6 @@ export function LiveOutput(props: { run: RunView; timeline: Timeline; texts: Rea
           <p class="muted">{props.run.status === "queued" ? "Waiting for a worker to pick the run up…" : "No model call yet."}</p>
         ) : (
           <p class={`stream-text${streaming ? " streaming" : ""}`} data-testid="stream-text" data-call-seq={lastModel.callSeq} data-streaming={streaming ? "true" : "false"}>
-            {missedStart && <span class="muted">… </span>}
             {text ?? (streaming ? "" : <span class="muted">{lastModel.outcome === "aborted" && lastModel.streamedChars ? `(${lastModel.streamedChars} characters streamed before it stopped)` : "(no text)"}</span>)}
             {streaming && <span class="caret" aria-hidden="true" />}
           </p>

@@ -88,7 +88,7 @@ export function RunPage(props: { id: string }) {
         }} onOpenCancel={() => setCancelOpen(true)} onRun={data.setRun} />
       <div class="run-grid">
         <div class="run-main stack">
-          <LiveOutput run={run} timeline={timeline} texts={data.texts} state={data.state} connectedAt={data.connectedAt} />
+          <LiveOutput run={run} timeline={timeline} texts={data.texts} state={data.state} />
           <StatePanel
             run={run}
             state={data.state}

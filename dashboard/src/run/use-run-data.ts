@@ -9,13 +9,11 @@ export interface RunData {
   run: ReceivedRun | null;
   notFound: boolean;
   entries: JournalEntry[];
-  /** Live model text by callSeq, as it streamed while this page was open. */
+  /** Live model text by callSeq, as it streamed while this page was open ("…" first when the page joined a call mid-stream). */
   texts: ReadonlyMap<number, string>;
   state: StateResponse | null;
   stateError: string | null;
   stream: StreamState;
-  /** When this page connected: a call that started before it streamed partly unseen. */
-  connectedAt: number;
   setRun(run: RunView): void;
   refreshRun(): Promise<void>;
   refreshState(): Promise<void>;
@@ -36,7 +34,6 @@ export function useRunData(id: string): RunData {
   const [texts, setTexts] = useState<ReadonlyMap<number, string>>(new Map());
   const [state, setState] = useState<StateResponse | null>(null);
   const [stateError, setStateError] = useState<string | null>(null);
-  const [connectedAt] = useState(Date.now());
 
   const pending = useRef<{ entries: JournalEntry[]; deltas: DeltaData[]; timer: number | undefined; seen: number }>({ entries: [], deltas: [], timer: undefined, seen: 0 });
   const runTimer = useRef<number | undefined>(undefined);
@@ -132,5 +129,5 @@ export function useRunData(id: string): RunData {
     { key: id },
   );
 
-  return { run, notFound, entries, texts, state, stateError, stream, connectedAt, setRun, refreshRun, refreshState };
+  return { run, notFound, entries, texts, state, stateError, stream, setRun, refreshRun, refreshState };
 }
