@@ -1,4 +1,4 @@
-import type { NewRun, RunRecord, RunUpdate } from "./store.js";
+import type { JournalInput, NewRun, RunRecord, RunUpdate } from "./store.js";
 import { zeroUsage } from "./usage.js";
 
 /** Helpers every store shares, so the meaning of an update is defined once. */
@@ -53,6 +53,24 @@ export function expectationsHold(run: RunRecord, expect: RunUpdate["expect"]): b
 }
 
 /** The record after an update's `set` and `claim`; `updatedAt` follows the newest journal entry or snapshot. */
+/**
+ * The entries of a write in journal order of time too: none earlier than `floor` (the time of the
+ * run's last write, `updatedAt`) nor than the entry before it. Writers compute an entry's time
+ * before their write commits, so two of them (a person's pause and a step) could land 1 ms out
+ * of order; an entry is dated no earlier than what the journal already holds. The same array
+ * when nothing moves.
+ */
+export function inJournalOrder(floor: number, entries: JournalInput[]): JournalInput[] {
+  let last = floor;
+  let moved: JournalInput[] | undefined;
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i];
+    if (entry.at < last) (moved ??= entries.slice())[i] = { ...entry, at: last };
+    else last = entry.at;
+  }
+  return moved ?? entries;
+}
+
 export function applyRunPatch(run: RunRecord, update: RunUpdate): RunRecord {
   const next: RunRecord = { ...run, ...update.set, version: run.version + 1 };
   if (update.claim) {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { HaltedError, RunNotFoundError, SnapshotCorruptError, StoreCorruptError, TetherError } from "../engine/errors.js";
-import { applyRunPatch, expectationsHold, newRunRecord } from "../engine/run-record.js";
+import { applyRunPatch, expectationsHold, inJournalOrder, newRunRecord } from "../engine/run-record.js";
 import type {
   ApiTokenRecord,
   CommandRecord,
@@ -412,7 +412,7 @@ export class PostgresStore implements Store {
    * as it is, so a retry needs no read of its own.
    */
   private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number, via?: pg.PoolClient): Promise<{ written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined }> {
-    const plan = this.writePlan(applyRunPatch(current, update), varsSeq, update.journal ?? [], update.snapshot);
+    const plan = this.writePlan(applyRunPatch(current, update), varsSeq, inJournalOrder(current.updatedAt, update.journal ?? []), update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
     const crc = pgRunChecksum(runRowOf(record, plan.varsSeq, doc));

@@ -26,7 +26,7 @@ import type {
   UpdateResult,
 } from "../engine/store.js";
 import { intactRecords } from "./damaged-runs.js";
-import { newRunRecord, applyRunPatch, expectationsHold } from "../engine/run-record.js";
+import { newRunRecord, applyRunPatch, expectationsHold, inJournalOrder } from "../engine/run-record.js";
 import { WalCheckpointer } from "./sqlite-checkpointer.js";
 import { controlled, madeElsewhere, stopping } from "./control-writes.js";
 import { GroupCommit, type Outcome } from "./group-commit.js";
@@ -379,7 +379,7 @@ export class SqliteStore implements Store {
     if (!expectationsHold(current, update.expect)) return { ok: false, run: current };
     const record = applyRunPatch(current, update);
     const state: RowState = { rk, record, varsKey: row.vars_key };
-    const journal = this.writeJournal(state, update.journal ?? [], update.snapshot);
+    const journal = this.writeJournal(state, inJournalOrder(current.updatedAt, update.journal ?? []), update.snapshot);
     for (const effect of update.effects ?? []) {
       this.statements.upsertEffect.run(
         update.runId,

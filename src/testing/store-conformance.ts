@@ -340,6 +340,20 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect((await store.getRun(run.id))!.journalSeq).toBe(4);
       });
 
+      it("dates no entry before the journal's last (a writer that dated its entry before another's write landed), in the order written", async () => {
+        const { run } = await create();
+        await store.update({ runId: run.id, journal: [entry("control", baseTime + 50, { command: "pause" })] });
+        // Dated 10 ms and 5 ms before the entry already written, then one after it.
+        const result = await store.update({ runId: run.id, journal: [entry("call.completed", baseTime + 40, {}, 1), entry("status", baseTime + 45), entry("call.started", baseTime + 60, {}, 2)] });
+        expect(result.ok && result.journal.map((e) => e.at)).toEqual([baseTime + 50, baseTime + 50, baseTime + 60]);
+        expect((await store.readJournal(run.id)).slice(1).map((e) => [e.type, e.at])).toEqual([
+          ["control", baseTime + 50],
+          ["call.completed", baseTime + 50],
+          ["status", baseTime + 50],
+          ["call.started", baseTime + 60],
+        ]);
+      });
+
       it("pages with afterSeq and limit", async () => {
         const { run } = await create();
         await store.update({ runId: run.id, journal: Array.from({ length: 9 }, (_, i) => entry("call.progress", baseTime + i, { i })) });
