@@ -276,8 +276,9 @@ describe("resources and pause", () => {
     const browser = resource({
       name: "browser",
       releaseOnPause: true,
-      acquire: () => {
-        calls.push("acquire browser");
+      acquire: ({ previous }) => {
+        // Released on pause: a resume launches a new one, with nothing to re-attach to.
+        calls.push(previous ? `reattach browser ${JSON.stringify(previous)}` : "acquire browser");
         return { id: ++browsers };
       },
       record: (handle: { id: number }) => ({ id: handle.id }),

@@ -3,7 +3,11 @@ import type { Json } from "./json.js";
 export interface ResourceContext {
   runId: string;
   signal: AbortSignal;
-  /** What a previous acquire recorded, if the run held this resource before (a crash, a pause). */
+  /**
+   * What a previous acquire recorded, if the run still holds this resource: after a crash, a
+   * takeover by another worker, or a pause that kept it. Undefined for a first acquire, and for
+   * one after a pause that released it (`releaseOnPause`): there is nothing to re-attach to.
+   */
   previous: Json | undefined;
 }
 

@@ -44,7 +44,8 @@ export class ResourceHolder {
     for (const definition of this.definitions) {
       const current = resources[definition.name];
       if (this.handles.has(definition.name) && current && !current.releasedForPause) continue;
-      const handle = await definition.acquire({ runId: this.runId, signal, previous: current?.record });
+      // Released for a pause: nothing is held to re-attach to, so the acquire starts afresh.
+      const handle = await definition.acquire({ runId: this.runId, signal, previous: current?.releasedForPause ? undefined : current?.record });
       this.handles.set(definition.name, handle);
       const record = definition.record ? definition.record(handle) : null;
       const at = this.clock.now();
