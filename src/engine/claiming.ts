@@ -301,7 +301,8 @@ export class RunClaims {
         else {
           // Claimed here and stopped by the check: handles kept for the run are still its own.
           const kept = this.resourceHolders.get(run.id);
-          if (kept && run.epoch === kept.epoch + 1) kept.epoch = run.epoch;
+          // (A new entry, not the old one changed: a sweep that read the run before compares entries.)
+          if (kept && run.epoch === kept.epoch + 1) this.resourceHolders.set(run.id, { holder: kept.holder, epoch: run.epoch });
           this.claimSoonAvailable();
         }
       });

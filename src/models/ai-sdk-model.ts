@@ -81,8 +81,9 @@ async function* streamParts(model: LanguageModelV3, label: string, settings: AiS
     ({ stream } = await model.doStream({ ...(settings as Omit<LanguageModelV3CallOptions, "prompt">), prompt: v3.toPrompt(request.messages), ...v3.toTools(request.tools), abortSignal: signal }));
   } catch (error) {
     if (signal.aborted) throw signal.reason;
-    // Refused before a response stream opened (no API key, a 401, a 429, a 5xx): nothing was billed.
-    throw modelCallError(label, error, { beforeAnswer: true });
+    // Refused before a response stream opened (no API key; an error status: 401, 429, 5xx):
+    // nothing was billed. A connection lost with no status may have been, and is not marked.
+    throw modelCallError(label, error, refusedBeforeAnswer(error) ? { beforeAnswer: true } : {});
   }
   const reader = stream.getReader();
   // A provider that ignores its signal still stops: cancelling the reader cancels the response body.
@@ -156,6 +157,14 @@ interface ApiCallErrorShape extends Error {
 }
 
 const apiCallErrorMarker = Symbol.for("vercel.ai.error.AI_APICallError");
+
+const loadApiKeyErrorMarker = Symbol.for("vercel.ai.error.AI_LoadAPIKeyError");
+
+/** No API key was found, or the provider answered with an error status: the call was refused, not cut. */
+function refusedBeforeAnswer(error: unknown): boolean {
+  if (error instanceof Error && (error as unknown as Record<symbol, unknown>)[loadApiKeyErrorMarker] === true) return true;
+  return isApiCallError(error) && error.statusCode !== undefined && error.statusCode >= 400;
+}
 
 function isApiCallError(error: unknown): error is ApiCallErrorShape {
   return error instanceof Error && (error as unknown as Record<symbol, unknown>)[apiCallErrorMarker] === true;

@@ -412,7 +412,9 @@ export class PostgresStore implements Store {
    * as it is, so a retry needs no read of its own.
    */
   private async tryUpdate(update: RunUpdate, current: RunRecord, varsSeq: number, via?: pg.PoolClient): Promise<{ written: UpdateResult; current?: undefined } | { written?: undefined; current: CachedRun | undefined }> {
-    const plan = this.writePlan(applyRunPatch(current, update), varsSeq, inJournalOrder(current.updatedAt, update.journal ?? []), update.snapshot);
+    // Dated in journal order first: the record's `updatedAt` is the last entry's time as written.
+    const entries = inJournalOrder(current.updatedAt, update.journal ?? []);
+    const plan = this.writePlan(applyRunPatch(current, entries === update.journal ? update : { ...update, journal: entries }), varsSeq, entries, update.snapshot);
     const { record } = plan;
     const doc = JSON.stringify(record);
     const crc = pgRunChecksum(runRowOf(record, plan.varsSeq, doc));

@@ -377,9 +377,11 @@ export class SqliteStore implements Store {
     const row = this.statements.getRunByKey.get(rk) as StoredRunRow;
     const current = this.recordOf(row);
     if (!expectationsHold(current, update.expect)) return { ok: false, run: current };
-    const record = applyRunPatch(current, update);
+    // Dated in journal order first: the record's `updatedAt` is the last entry's time as written.
+    const entries = inJournalOrder(current.updatedAt, update.journal ?? []);
+    const record = applyRunPatch(current, entries === update.journal ? update : { ...update, journal: entries });
     const state: RowState = { rk, record, varsKey: row.vars_key };
-    const journal = this.writeJournal(state, inJournalOrder(current.updatedAt, update.journal ?? []), update.snapshot);
+    const journal = this.writeJournal(state, entries, update.snapshot);
     for (const effect of update.effects ?? []) {
       this.statements.upsertEffect.run(
         update.runId,

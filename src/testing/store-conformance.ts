@@ -346,11 +346,19 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         // Dated 10 ms and 5 ms before the entry already written, then one after it.
         const result = await store.update({ runId: run.id, journal: [entry("call.completed", baseTime + 40, {}, 1), entry("status", baseTime + 45), entry("call.started", baseTime + 60, {}, 2)] });
         expect(result.ok && result.journal.map((e) => e.at)).toEqual([baseTime + 50, baseTime + 50, baseTime + 60]);
+        // Entries out of order within one write: the last is lifted to the one before it, and the record's time with it.
+        const lifted = await store.update({ runId: run.id, journal: [entry("control", baseTime + 80, { command: "resume" }), entry("status", baseTime + 70)] });
+        expect(lifted.ok && [lifted.journal.map((e) => e.at), lifted.run.updatedAt]).toEqual([[baseTime + 80, baseTime + 80], baseTime + 80]);
+        const after = await store.update({ runId: run.id, journal: [entry("call.started", baseTime + 75, {}, 3)] });
+        expect(after.ok && after.journal[0].at).toBe(baseTime + 80);
         expect((await store.readJournal(run.id)).slice(1).map((e) => [e.type, e.at])).toEqual([
           ["control", baseTime + 50],
           ["call.completed", baseTime + 50],
           ["status", baseTime + 50],
           ["call.started", baseTime + 60],
+          ["control", baseTime + 80],
+          ["status", baseTime + 80],
+          ["call.started", baseTime + 80],
         ]);
       });
 
