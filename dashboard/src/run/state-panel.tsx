@@ -59,13 +59,21 @@ function Editors(props: { run: RunView; state: StateResponse; onChanged: (run: R
   const [message, setMessage] = useState("");
   const [saved, setSaved] = useState<"message" | "vars" | null>(null);
   const [varsText, setVarsText] = useState(() => JSON.stringify(props.state.state.vars, null, 2));
-  const [varsDirty, setVarsDirty] = useState(false);
+  const [varsDirtyState, setVarsDirtyState] = useState(false);
+  // Read by the effect below when it runs, not as of the render that scheduled it: an edit typed
+  // between a new state's render and its effect must not be overwritten by that state's vars.
+  const varsDirtyRef = useRef(false);
+  const varsDirty = varsDirtyState;
+  const setVarsDirty = (dirty: boolean) => {
+    varsDirtyRef.current = dirty;
+    setVarsDirtyState(dirty);
+  };
   const [messageError, setMessageError] = useState<string | null>(null);
   const [varsError, setVarsError] = useState<string | null>(null);
   const [busy, setBusy] = useState<"message" | "vars" | null>(null);
 
   useEffect(() => {
-    if (!varsDirty) setVarsText(JSON.stringify(props.state.state.vars, null, 2));
+    if (!varsDirtyRef.current) setVarsText(JSON.stringify(props.state.state.vars, null, 2));
   }, [props.state, varsDirty]);
 
   const addMessage = async () => {
