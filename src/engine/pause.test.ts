@@ -2,9 +2,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { toolLoopAgent } from "../agents/tool-loop-agent.js";
 import { effectTool, harness, Ledger, sequenceAgent, waitUntil, type Harness } from "../testing/index.js";
+import { loggedResource } from "../testing/logged-resource.js";
 import { TetherError } from "./errors.js";
 import type { RunEvent } from "./events.js";
-import { resource } from "./resource.js";
+import { resource, type AnyResource } from "./resource.js";
 import type { JournalEntry } from "./store.js";
 import { tool } from "./tool.js";
 
@@ -268,6 +269,24 @@ describe("how many writes a pause costs", () => {
   });
 });
 
+/**
+ * A run of `calls` slow steps holding `lock`, paused by the harness's first runtime after its first
+ * call; that runtime then takes no more runs (it stays open). With a second runtime on the store.
+ */
+async function pausedHoldingLock(lock: AnyResource, calls: number, leaseMs: number) {
+  const ledger = new Ledger();
+  const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
+  const steps = ["a", "b", "c"].slice(0, calls).map((id) => ({ tool: "slow", input: { id } }));
+  h = harness([sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps })], { leaseMs });
+  const first = h.runtime;
+  const run = await first.start("locking", null);
+  await waitUntil(() => ledger.executionsOf("slow") === 1);
+  await first.pause(run.id);
+  await first.waitFor(run.id, ["paused"]);
+  first.stopWorker();
+  return { ledger, first, other: h.open({ leaseMs }), run };
+}
+
 describe("resources and pause", () => {
   it("releases releaseOnPause resources on pause and acquires them again on resume", async () => {
     const ledger = new Ledger();
@@ -361,33 +380,7 @@ describe("resources and pause", () => {
 
   it("a handle kept over a pause is not reused once another runtime held the run in between: abandoned, and the record as it is now re-attached", async () => {
     const calls: string[] = [];
-    let handles = 0;
-    const lock = resource({
-      name: "lock",
-      acquire: ({ previous }) => {
-        const handle = `handle-${++handles}`;
-        calls.push(previous ? `reattach ${handle} (was ${JSON.stringify(previous)})` : `acquire ${handle}`);
-        return handle;
-      },
-      record: (handle: string) => ({ session: handle }),
-      release: (handle, record) => {
-        calls.push(`release ${handle} ${JSON.stringify(record)}`);
-      },
-      abandon: (handle) => {
-        calls.push(`abandon ${handle}`);
-      },
-    });
-    const ledger = new Ledger();
-    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
-    const steps = [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }, { tool: "slow", input: { id: "c" } }];
-    h = harness([sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps })], { leaseMs: 60_000 });
-    const a = h.runtime;
-    const run = await a.start("locking", null);
-    await waitUntil(() => ledger.executionsOf("slow") === 1);
-    await a.pause(run.id);
-    await a.waitFor(run.id, ["paused"]);
-    a.stopWorker();
-    const b = h.open({ leaseMs: 60_000 });
+    const { ledger, first: a, other: b, run } = await pausedHoldingLock(loggedResource("lock", calls), 3, 60_000);
     await b.resume(run.id);
     await waitUntil(() => ledger.executionsOf("slow") === 2);
     await b.pause(run.id);
@@ -408,41 +401,15 @@ describe("resources and pause", () => {
 
   it("a handle kept over a pause is abandoned, not released, once another runtime resumes the run; the runtime that kept it stays up", async () => {
     const calls: string[] = [];
-    let handles = 0;
-    const lock = resource({
-      name: "lock",
-      acquire: ({ previous }) => {
-        const handle = `handle-${++handles}`;
-        calls.push(previous ? `reattach ${handle}` : `acquire ${handle}`);
-        return handle;
-      },
-      record: () => ({ path: "/tmp/work.lock" }),
-      release: (handle) => {
-        calls.push(`release ${handle}`);
-      },
-      abandon: (handle) => {
-        calls.push(`abandon ${handle}`);
-      },
-    });
-    const ledger = new Ledger();
-    const slow = effectTool({ name: "slow", ledger, durationMs: 150 });
-    const agent = sequenceAgent({ name: "locking", tools: [slow], resources: [lock], steps: [{ tool: "slow", input: { id: "a" } }, { tool: "slow", input: { id: "b" } }] });
-    h = harness([agent], { leaseMs: 1_000 });
-    const first = h.runtime;
-    const run = await first.start("locking", null);
-    await waitUntil(() => ledger.executionsOf("slow") === 1);
-    await first.pause(run.id);
-    await first.waitFor(run.id, ["paused"]);
-    // This runtime stays open but takes no more runs; another resumes the run and finishes it.
-    first.stopWorker();
-    const other = h.open({ leaseMs: 1_000 });
+    // The first runtime stays open but takes no more runs; another resumes the run and finishes it.
+    const { other, run } = await pausedHoldingLock(loggedResource("lock", calls), 2, 1_000);
     await other.resume(run.id);
     expect((await other.waitFor(run.id, ["completed", "failed"])).status).toBe("completed");
     // Within a lease of the takeover, the first runtime lets its handle go, and releases nothing.
     await waitUntil(() => calls.includes("abandon handle-1"), { timeoutMs: 5_000, what: "the kept handle let go" });
     // The takeover and the sweep run side by side: their order is free, each happens once.
     expect(calls[0]).toBe("acquire handle-1");
-    expect([...calls].sort()).toEqual(["abandon handle-1", "acquire handle-1", "reattach handle-2", "release handle-2"]);
+    expect([...calls].sort()).toEqual(["abandon handle-1", "acquire handle-1", 'reattach handle-2 (was {"session":"handle-1"})', 'release handle-2 {"session":"handle-2"}']);
     await other.close();
   });
 });
