@@ -34,6 +34,8 @@ export class RunClaims {
    */
   private readonly resourceHolders = new Map<string, { holder: ResourceHolder; epoch: number }>();
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
+  /** Abandons under way (`letGo`): `abandonHeldResources` waits for them. */
+  private readonly abandoning = new Set<Promise<void>>();
   private claiming: Promise<void> | undefined;
   private claimAgain = false;
   private recovering: Promise<void> | undefined;
@@ -333,8 +335,6 @@ export class RunClaims {
     this.abandoning.add(done);
     void done.finally(() => this.abandoning.delete(done));
   }
-
-  private readonly abandoning = new Set<Promise<void>>();
 
   private keepHandles(runId: string, holder: ResourceHolder, epoch: number): void {
     this.resourceHolders.set(runId, { holder, epoch });

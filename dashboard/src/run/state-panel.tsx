@@ -59,11 +59,10 @@ function Editors(props: { run: RunView; state: StateResponse; onChanged: (run: R
   const [message, setMessage] = useState("");
   const [saved, setSaved] = useState<"message" | "vars" | null>(null);
   const [varsText, setVarsText] = useState(() => JSON.stringify(props.state.state.vars, null, 2));
-  const [varsDirtyState, setVarsDirtyState] = useState(false);
+  const [varsDirty, setVarsDirtyState] = useState(false);
   // Read by the effect below when it runs, not as of the render that scheduled it: an edit typed
   // between a new state's render and its effect must not be overwritten by that state's vars.
   const varsDirtyRef = useRef(false);
-  const varsDirty = varsDirtyState;
   const setVarsDirty = (dirty: boolean) => {
     varsDirtyRef.current = dirty;
     setVarsDirtyState(dirty);

@@ -44,14 +44,15 @@ export function tokenCommands(program: Command, io: CliIo): void {
       const location = storeFromOptions(globals, defaultDbPath)!;
       const store = await openStore(location);
       try {
-        const before = (await store.listTokens()).find((t) => t.id === id);
-        const revoked = await store.revokeToken(id, Date.now());
+        const at = Date.now();
+        const revoked = await store.revokeToken(id, at);
         if (!revoked) throw new TetherError("not_found", `no token ${id} in ${describeLocation(location)}: list them with \`tether token ls\``);
         // Recorded beside a SQLite file too: a database that later loses the revocation is refused by serve.
         await recordStoreAuthState(location, store);
         const { hash: _hash, ...shown } = revoked;
         if (globals.json) return out(io, JSON.stringify(shown));
-        const already = before?.revokedAt != null;
+        // A second revocation keeps the first one's time.
+        const already = revoked.revokedAt !== at;
         out(io, already ? `token "${revoked.name}" (${id}) was already revoked ${formatAge(revoked.revokedAt!, Date.now())}` : `revoked ${revoked.role} token "${revoked.name}" (${id}): requests with it are refused from now on`);
         const active = (await store.listTokens()).filter((t) => t.revokedAt === null);
         if (!active.some((t) => t.role === "admin")) info(io, "no active admin token is left: `tether token create --role admin --name <you>` makes one (a halt or a prune over the API needs it)");
