@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { TetherError } from "../engine/errors.js";
 import type { Store } from "../engine/store.js";
@@ -61,8 +62,11 @@ export async function recordAuthState(dbPath: string, store: Pick<Store, "listTo
   const tokenIds = tokens.map((t) => t.id).sort();
   const revokedIds = tokens.filter((t) => t.revokedAt !== null).map((t) => t.id).sort();
   const path = authStatePath(dbPath);
-  writeFileSync(`${path}.tmp`, JSON.stringify({ tokenIds, revokedIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
-  renameSync(`${path}.tmp`, path);
+  // A temporary file of this writer's own: two commands at once (two `tether token create`)
+  // would otherwise rename one file twice, and the second fail.
+  const temporary = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  writeFileSync(temporary, JSON.stringify({ tokenIds, revokedIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
+  renameSync(temporary, path);
 }
 
 /** Refuses (`tokens_missing`) when tokens the record lists are gone from the store; else brings the record up to date. */
