@@ -223,6 +223,59 @@ describe("PostgresStore", () => {
     }
   });
 
+  it("writes the starts that arrive together in one transaction: each run whole, a halted agent's refused, a taken id failing alone", async () => {
+    const db = tempPostgres();
+    const store = await new PostgresStore({ connectionString: db.url, schema: db.schema, poolSize: 1 }).open();
+    const other = await db.open().open();
+    const create = (id: string, agent: string, at: number) => {
+      const { write } = SnapshotWriter.forNewRun({ messages: [{ role: "user", content: `task of ${id}` }], vars: { id } }, at, 0);
+      return store.createRun(
+        { id, agent, agentVersion: "1", owner: "o", status: "queued", input: { id }, model: null, budgets: {}, forkedFrom: null, step: 0, createdAt: at, refuseIfHalted: true },
+        write,
+        [{ type: "run.created", at, data: { agent } }],
+      );
+    };
+    try {
+      await store.setHalt({ scope: "agent:stopped", actor: "ops", reason: "incident", at: 1 });
+      await create("run_before", "x", 1);
+      // Twenty starts in one turn of the loop, as a batch job or a busy API makes them.
+      const ids = Array.from({ length: 20 }, (_, i) => `run_${i}`);
+      const outcomes = await Promise.allSettled(ids.map((id, i) => create(id, i % 5 === 4 ? "stopped" : "x", 10 + i)));
+      for (const [i, outcome] of outcomes.entries()) {
+        if (i % 5 === 4) {
+          expect(outcome).toMatchObject({ status: "rejected", reason: { code: "halted", details: { scope: "agent:stopped" } } });
+          expect(await other.getRun(ids[i])).toBeUndefined();
+          continue;
+        }
+        expect(outcome.status).toBe("fulfilled");
+        const run = (outcome as PromiseFulfilledResult<RunRecord>).value;
+        expect(await other.getRun(ids[i])).toEqual(run);
+        expect(await other.readJournal(ids[i])).toMatchObject([{ seq: 1, type: "run.created", data: { agent: "x" } }]);
+        const state = await other.loadState(ids[i]);
+        expect(state.messages.map((m) => JSON.parse(m).content)).toEqual([`task of ${ids[i]}`]);
+        expect(JSON.parse(state.varsJson)).toEqual({ id: ids[i] });
+      }
+      // One transaction for all sixteen: their rows carry the same inserting transaction id.
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query(`SELECT count(DISTINCT xmin::text) AS n FROM "${db.schema}".runs WHERE id = ANY($1)`, [ids]);
+        expect(Number(rows[0].n)).toBe(1);
+      } finally {
+        await client.end();
+      }
+      // A start whose id is taken fails on its own; the others beside it are written.
+      const again = await Promise.allSettled([create("run_new_1", "x", 50), create("run_before", "x", 51), create("run_new_2", "x", 52)]);
+      expect(again.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+      expect((again[1] as PromiseRejectedResult).reason).toMatchObject({ code: "store_error" });
+      expect(await other.readJournal("run_before")).toHaveLength(1);
+      expect(await other.getRun("run_new_2")).toMatchObject({ id: "run_new_2", createdAt: 52 });
+    } finally {
+      await store.close();
+      await db.cleanup();
+    }
+  });
+
   it("writes a step alone with its values as parameters: any number of journal entries and messages, fenced by the epoch", async () => {
     const db = tempPostgres();
     const worker = await new PostgresStore({ connectionString: db.url, schema: db.schema }).open();

@@ -107,6 +107,9 @@ export class PostgresStore implements Store {
   private listenClient: pg.Client | undefined;
   private closed = false;
   private stepsSqlText: string | undefined;
+  private createsSqlText: string | undefined;
+  /** Creations waiting for the main pool, in the order they came (see `createTogether`). */
+  private readonly creations = new Set<Creation>();
   private readonly singleStepSqlText = new Map<number, string>();
 
   constructor(private readonly options: PostgresStoreOptions) {
@@ -207,21 +210,128 @@ export class PostgresStore implements Store {
     const record = newRunRecord(run);
     const plan = this.writePlan(record, 0, journal, initial);
     const doc = JSON.stringify(plan.record);
-    const row = runRowOf(plan.record, plan.varsSeq, doc);
+    const crc = pgRunChecksum(runRowOf(plan.record, plan.varsSeq, doc));
+    const halted = await this.createTogether({ run, plan, doc, crc });
+    if (halted) throw new HaltedError(halted);
+    this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq, status: plan.record.status });
+    return JSON.parse(doc) as RunRecord;
+  }
+
+  /**
+   * A run's creation, written with the others waiting for the main pool: the one that gets a
+   * connection writes every creation waiting then (up to `maxCreateBatch`) in one statement, as
+   * steps go together (`stepTogether`). A burst of starts (a batch job, an API under load) costs
+   * a few round trips and commits, not one each: a thousand starts at once took ~1 s on this
+   * machine one by one, the statements' socket writes most of it. A lone start goes alone at once.
+   * Resolves to the scope of the halt that refused it, or null once it is written.
+   */
+  private async createTogether(creation: Omit<Creation, "taken" | "done" | "finish">): Promise<string | null> {
+    let finish!: (outcome: string | null | Error) => void;
+    const done = new Promise<string | null | Error>((resolve) => (finish = resolve));
+    const mine: Creation = { ...creation, taken: false, done, finish };
+    this.creations.add(mine);
+    // No turn needed once another creation's statement took this one.
+    const turn = await this.mainTurn({ runId: mine.run.id, check: () => mine.taken }).catch((error: unknown) => {
+      this.creations.delete(mine);
+      throw error;
+    });
+    if (turn) {
+      try {
+        if (!mine.taken) {
+          const batch: Creation[] = [mine];
+          mine.taken = true;
+          this.creations.delete(mine);
+          for (const waiting of this.creations) {
+            if (batch.length >= maxCreateBatch) break;
+            waiting.taken = true;
+            this.creations.delete(waiting);
+            batch.push(waiting);
+          }
+          // Those taken leave the pool's queue now rather than when their turn would have come.
+          if (batch.length > 1) this.dropWhere((waiting) => waiting.stale?.check() === true);
+          await this.writeCreations(batch);
+        }
+      } finally {
+        this.mainDone();
+      }
+    }
+    const outcome = await done;
+    if (outcome instanceof Error) throw outcome;
+    return outcome;
+  }
+
+  /** Writes the creations (this one holds a turn of the main pool); each learns its outcome through `finish`. */
+  private async writeCreations(batch: Creation[]): Promise<void> {
+    if (batch.length === 1) {
+      const [creation] = batch;
+      await this.createOne(creation).then(creation.finish, (error: unknown) => creation.finish(error as Error));
+      return;
+    }
+    let halted: Map<string, string | null>;
+    try {
+      halted = await this.createMany(batch);
+    } catch {
+      // A failed statement (a run id taken already) fails no other creation: each is written alone.
+      for (const creation of batch) await this.createOne(creation).then(creation.finish, (error: unknown) => creation.finish(error as Error));
+      return;
+    }
+    for (const creation of batch) creation.finish(halted.get(creation.run.id) ?? null);
+  }
+
+  /** One creation's statement: the run row, its first entries and messages, unless a halt refuses it. */
+  private async createOne({ run, plan, doc, crc }: Creation): Promise<string | null> {
     // The halts that refuse it (none asked: no scope matches), read by the statement that inserts it.
     const haltScopes = run.refuseIfHalted ? ["*", `agent:${run.agent}`] : [];
     // The row's values as every write sets them (a run created claimed has its lease in them).
-    const params: unknown[] = [run.id, run.agent, run.createdAt, ...runRowValues(plan.record, plan.varsSeq, doc, pgRunChecksum(row)), haltScopes];
+    const params: unknown[] = [run.id, run.agent, run.createdAt, ...runRowValues(plan.record, plan.varsSeq, doc, crc), haltScopes];
     const ctes = [
       `h AS (SELECT scope FROM ${this.s}.halts WHERE scope = ANY($13::text[]) ORDER BY at LIMIT 1)`,
       `upd AS (INSERT INTO ${this.s}.runs (id, agent, created_at, doc, status, updated_at, lease_until, epoch, version, vars_seq, updated_bucket, crc)
         SELECT $1::text, $2::text, $3::bigint, $4::text, $5::text, $6::bigint, $7::bigint, $8::int, $9::int, $10::int, $11::bigint, $12::bigint WHERE NOT EXISTS (SELECT 1 FROM h) RETURNING id)`,
     ];
     ctes.push(...this.childWrites(params, plan, {}));
-    const { rows } = await this.query<{ halted: string | null }>(`WITH ${ctes.join(",\n")} SELECT (SELECT scope FROM h) AS halted`, params);
-    if (rows[0]?.halted) throw new HaltedError(rows[0].halted);
-    this.remember(run.id, { doc, version: plan.record.version, varsSeq: plan.varsSeq, status: plan.record.status });
-    return JSON.parse(doc) as RunRecord;
+    const { rows } = await this.query<{ halted: string | null }>(`WITH ${ctes.join(",\n")} SELECT (SELECT scope FROM h) AS halted`, params, this.pool);
+    return rows[0]?.halted ?? null;
+  }
+
+  /** Several creations in one statement, as JSON record sets: per run, the scope of the halt that refused it, or null. */
+  private async createMany(batch: Creation[]): Promise<Map<string, string | null>> {
+    const runs = batch.map(({ run, plan, doc, crc }) => ({
+      id: run.id,
+      agent: run.agent,
+      created_at: run.createdAt,
+      doc,
+      status: plan.record.status,
+      updated_at: plan.record.updatedAt,
+      lease_until: plan.record.lease?.until ?? null,
+      epoch: plan.record.epoch,
+      version: plan.record.version,
+      vars_seq: plan.varsSeq,
+      updated_bucket: updatedBucket(plan.record.updatedAt),
+      crc,
+      refuse: run.refuseIfHalted === true,
+    }));
+    const journal = batch.flatMap(({ run, plan }) => plan.rows.map((row) => ({ run_id: run.id, ...row })));
+    const messages = batch.flatMap(({ run, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: run.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
+    const { rows } = await this.query<{ id: string; halted: string | null }>(this.createsSql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages)], this.pool);
+    return new Map(rows.map((row) => [row.id, row.halted]));
+  }
+
+  /** The statement of `createMany`, built once. */
+  private get createsSql(): string {
+    const s = this.s;
+    return (this.createsSqlText ??= `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, agent text, created_at bigint, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint, crc bigint, refuse boolean)),
+      h AS (SELECT x.id, (SELECT scope FROM ${s}.halts WHERE x.refuse AND scope IN ('*', 'agent:' || x.agent) ORDER BY at LIMIT 1) AS halted FROM x),
+      upd AS (INSERT INTO ${s}.runs (id, agent, created_at, doc, status, updated_at, lease_until, epoch, version, vars_seq, updated_bucket, crc)
+        SELECT x.id, x.agent, x.created_at, x.doc, x.status, x.updated_at, x.lease_until, x.epoch, x.version, x.vars_seq, x.updated_bucket, x.crc FROM x JOIN h ON h.id = x.id WHERE h.halted IS NULL RETURNING id),
+      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
+        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
+        WHERE y.run_id IN (SELECT id FROM upd)),
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
+        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
+      SELECT id, halted FROM h`);
   }
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
@@ -1165,6 +1275,8 @@ export class PostgresStore implements Store {
 const maxStepBatch = 32;
 /** Statements of steps one store has under way at once (see `stepLane`). */
 const maxStepStatements = 2;
+/** At most this many creations in one statement (a few kilobytes each). */
+const maxCreateBatch = 100;
 /** The most messages `loadState` reads with the snapshot's row, as one JSON value. */
 const inlineMessages = 64;
 /** The runs a worker may take (`findClaimable`), the time now as $1: queued, or active with no live lease. */
@@ -1191,6 +1303,18 @@ interface StepWrite {
   taken: boolean;
   done: Promise<StepReply | Error>;
   finish(outcome: StepReply | Error): void;
+}
+
+interface Creation {
+  run: NewRun;
+  plan: WritePlan;
+  doc: string;
+  crc: number;
+  /** Written by another creation's statement (or its own): it needs no turn of its own. */
+  taken: boolean;
+  /** The scope of the halt that refused it, null once written, or the error. */
+  done: Promise<string | null | Error>;
+  finish(outcome: string | null | Error): void;
 }
 
 interface Renewal {
