@@ -580,8 +580,9 @@ export class PostgresStore implements Store {
     }
     this.remember(update.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
     if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(update.runId);
-    // The caller gets a record of its own: the one built shares objects with the update's `set`.
-    return { written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } };
+    // The record as built, as the SQLite store answers: it shares objects with the update's `set`,
+    // which are the caller's; the store keeps only `doc`, so nothing the caller does reaches it.
+    return { written: { ok: true, run: record, journal: plan.written } };
   }
 
   /**
@@ -710,8 +711,8 @@ export class PostgresStore implements Store {
       const { record, doc, plan } = step;
       this.remember(step.runId, { doc, version: record.version, varsSeq: plan.varsSeq, status: record.status });
       if (record.status === "completed" || record.status === "failed" || record.status === "cancelled") this.cache.delete(step.runId);
-      // A record of its own, as in `tryUpdate`.
-      step.finish({ written: { ok: true, run: JSON.parse(doc) as RunRecord, journal: plan.written } });
+      // The record as built, as in `tryUpdate`.
+      step.finish({ written: { ok: true, run: record, journal: plan.written } });
     }
   }
 
