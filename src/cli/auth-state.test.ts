@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,4 +40,15 @@ describe("the auth state record", () => {
     // No temporary file is left beside it.
     expect(readdirSync(dir)).toEqual(["tether.db.auth.json"]);
   }, 60_000);
+
+  it("leaves no temporary file behind when the record cannot be written", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tether-auth-state-"));
+    dirs.push(dir);
+    const db = join(dir, "tether.db");
+    // A directory where the record goes: the rename over it fails.
+    mkdirSync(`${db}.auth.json`);
+    const { recordAuthState } = await import("./auth-state.js");
+    await expect(recordAuthState(db, { listTokens: async () => [] })).rejects.toThrow();
+    expect(readdirSync(dir)).toEqual(["tether.db.auth.json"]);
+  });
 });

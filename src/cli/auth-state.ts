@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { TetherError } from "../engine/errors.js";
 import type { Store } from "../engine/store.js";
 import type { StoreLocation } from "../stores/open-store.js";
@@ -65,8 +65,14 @@ export async function recordAuthState(dbPath: string, store: Pick<Store, "listTo
   // A temporary file of this writer's own: two commands at once (two `tether token create`)
   // would otherwise rename one file twice, and the second fail.
   const temporary = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  writeFileSync(temporary, JSON.stringify({ tokenIds, revokedIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
-  renameSync(temporary, path);
+  try {
+    writeFileSync(temporary, JSON.stringify({ tokenIds, revokedIds, updatedAt: new Date().toISOString() }, null, 2) + "\n");
+    renameSync(temporary, path);
+  } catch (error) {
+    // A full disk, a directory gone: no temporary file is left beside the database.
+    rmSync(temporary, { force: true });
+    throw error;
+  }
 }
 
 /** Refuses (`tokens_missing`) when tokens the record lists are gone from the store; else brings the record up to date. */

@@ -230,34 +230,39 @@ export class PostgresStore implements Store {
     const done = new Promise<string | null | Error>((resolve) => (finish = resolve));
     const mine: Creation = { ...creation, taken: false, done, finish };
     this.creations.add(mine);
-    // No turn needed once another creation's statement took this one.
-    const turn = await this.mainTurn({ runId: mine.run.id, check: () => mine.taken }).catch((error: unknown) => {
-      this.creations.delete(mine);
-      throw error;
-    });
-    if (turn) {
-      try {
-        if (!mine.taken) {
-          const batch: Creation[] = [mine];
-          mine.taken = true;
-          this.creations.delete(mine);
-          for (const waiting of this.creations) {
-            if (batch.length >= maxCreateBatch) break;
-            waiting.taken = true;
-            this.creations.delete(waiting);
-            batch.push(waiting);
-          }
-          // Those taken leave the pool's queue now rather than when their turn would have come.
-          if (batch.length > 1) this.dropWhere((waiting) => waiting.stale?.check() === true);
-          await this.writeCreations(batch);
-        }
-      } finally {
-        this.mainDone();
+    // No turn needed once another creation's statement took this one. A turn refused while it
+    // was not taken (no caller drops such a waiter today) is asked for again.
+    for (;;) {
+      const turn = await this.mainTurn({ runId: mine.run.id, check: () => mine.taken });
+      if (turn || mine.taken) {
+        if (turn) await this.writeWithTurn(mine);
+        break;
       }
     }
     const outcome = await done;
     if (outcome instanceof Error) throw outcome;
     return outcome;
+  }
+
+  /** Holding a turn of the main pool: writes `mine` and the creations waiting beside it, unless another statement took it meanwhile. */
+  private async writeWithTurn(mine: Creation): Promise<void> {
+    try {
+      if (mine.taken) return;
+      const batch: Creation[] = [mine];
+      mine.taken = true;
+      this.creations.delete(mine);
+      for (const waiting of this.creations) {
+        if (batch.length >= maxCreateBatch) break;
+        waiting.taken = true;
+        this.creations.delete(waiting);
+        batch.push(waiting);
+      }
+      // Those taken leave the pool's queue now rather than when their turn would have come.
+      if (batch.length > 1) this.dropWhere((waiting) => waiting.stale?.check() === true);
+      await this.writeCreations(batch);
+    } finally {
+      this.mainDone();
+    }
   }
 
   /** Writes the creations (this one holds a turn of the main pool); each learns its outcome through `finish`. */
