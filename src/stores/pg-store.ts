@@ -316,9 +316,8 @@ export class PostgresStore implements Store {
       crc,
       refuse: run.refuseIfHalted === true,
     }));
-    const journal = batch.flatMap(({ run, plan }) => plan.rows.map((row) => ({ run_id: run.id, ...row })));
-    const messages = batch.flatMap(({ run, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: run.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
-    const { rows } = await this.query<{ id: string; halted: string | null }>(this.createsSql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages)], this.pool);
+    const { journal, messages } = recordSets(batch.map(({ run, plan }) => ({ runId: run.id, plan })));
+    const { rows } = await this.query<{ id: string; halted: string | null }>(this.createsSql, [JSON.stringify(runs), journal, messages], this.pool);
     return new Map(rows.map((row) => [row.id, row.halted]));
   }
 
@@ -329,13 +328,7 @@ export class PostgresStore implements Store {
       h AS (SELECT x.id, (SELECT scope FROM ${s}.halts WHERE x.refuse AND scope IN ('*', 'agent:' || x.agent) ORDER BY at LIMIT 1) AS halted FROM x),
       upd AS (INSERT INTO ${s}.runs (id, agent, created_at, doc, status, updated_at, lease_until, epoch, version, vars_seq, updated_bucket, crc)
         SELECT x.id, x.agent, x.created_at, x.doc, x.status, x.updated_at, x.lease_until, x.epoch, x.version, x.vars_seq, x.updated_bucket, x.crc FROM x JOIN h ON h.id = x.id WHERE h.halted IS NULL RETURNING id),
-      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
-        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
-        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
-          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
-        WHERE y.run_id IN (SELECT id FROM upd)),
-      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
-        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
+      ${childRecordSets(s)}
       SELECT id, halted FROM h`);
   }
 
@@ -747,11 +740,10 @@ export class PostgresStore implements Store {
       updated_bucket: updatedBucket(record.updatedAt),
       crc,
     }));
-    const journal = batch.flatMap(({ record, plan }) => plan.rows.map((row) => ({ run_id: record.id, ...row })));
-    const messages = batch.flatMap(({ record, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: record.id, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
+    const { journal, messages } = recordSets(batch.map(({ record, plan }) => ({ runId: record.id, plan })));
     // The ids again as an array: the runs are found by their key, never by a scan of the table.
     const ids = batch.map((step) => step.runId);
-    const { rows } = await this.query<{ id: string }>(this.stepsSql, [JSON.stringify(runs), JSON.stringify(journal), JSON.stringify(messages), ids], this.pool);
+    const { rows } = await this.query<{ id: string }>(this.stepsSql, [JSON.stringify(runs), journal, messages, ids], this.pool);
     return new Set(rows.map((row) => row.id));
   }
 
@@ -809,13 +801,7 @@ export class PostgresStore implements Store {
     return (this.stepsSqlText ??= `WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(id text, prev int, fence int, doc text, status text, updated_at bigint, lease_until bigint, epoch int, version int, vars_seq int, updated_bucket bigint, crc bigint)),
       upd AS (UPDATE ${s}.runs AS r SET doc = x.doc, status = x.status, updated_at = x.updated_at, lease_until = x.lease_until, epoch = x.epoch, version = x.version, vars_seq = x.vars_seq, updated_bucket = x.updated_bucket, crc = x.crc
         FROM x WHERE r.id = ANY($4::text[]) AND r.id = x.id AND r.version = x.prev AND r.epoch = x.fence RETURNING r.id),
-      j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
-        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
-        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
-          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
-        WHERE y.run_id IN (SELECT id FROM upd)),
-      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
-        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))
+      ${childRecordSets(s)}
       SELECT id FROM upd`);
   }
 
@@ -1283,6 +1269,27 @@ const maxStepBatch = 32;
 const maxStepStatements = 2;
 /** At most this many creations in one statement (a few kilobytes each). */
 const maxCreateBatch = 100;
+
+/**
+ * The journal entries ($2) and messages ($3) of several runs as JSON record sets (`recordSets`),
+ * inserted for the runs the statement's `upd` wrote: the steps' statement and the creations'.
+ */
+function childRecordSets(s: string): string {
+  return `j AS (INSERT INTO ${s}.journal (run_id, seq, type, at, call_seq, data, snap_seq, snap_step, msg_count, chain, checksum, schema_version, snap_at, vars, vars_seq, crc)
+        SELECT y.run_id, y.seq, y.type, y.at, y.call_seq, y.data, y.snap_seq, y.snap_step, y.msg_count, y.chain, y.checksum, y.schema_version, y.snap_at, y.vars, y.vars_seq, y.crc
+        FROM json_to_recordset($2::json) AS y(run_id text, seq int, type text, at bigint, call_seq int, data text, snap_seq int, snap_step int,
+          msg_count int, chain text, checksum text, schema_version int, snap_at bigint, vars text, vars_seq int, crc bigint)
+        WHERE y.run_id IN (SELECT id FROM upd)),
+      m AS (INSERT INTO ${s}.messages (run_id, idx, body, crc)
+        SELECT y.run_id, y.idx, y.body, y.crc FROM json_to_recordset($3::json) AS y(run_id text, idx int, body text, crc bigint) WHERE y.run_id IN (SELECT id FROM upd))`;
+}
+
+/** The journal rows and messages of the runs' plans, as the JSON record sets of `childRecordSets`. */
+function recordSets(writes: readonly { runId: string; plan: WritePlan }[]): { journal: string; messages: string } {
+  const journal = writes.flatMap(({ runId, plan }) => plan.rows.map((row) => ({ run_id: runId, ...row })));
+  const messages = writes.flatMap(({ runId, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: runId, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
+  return { journal: JSON.stringify(journal), messages: JSON.stringify(messages) };
+}
 /** The most messages `loadState` reads with the snapshot's row, as one JSON value. */
 const inlineMessages = 64;
 /** The runs a worker may take (`findClaimable`), the time now as $1: queued, or active with no live lease. */
