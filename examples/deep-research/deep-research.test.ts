@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { completedCalls, exampleHarness, type ExampleHarness } from "../shared/test-harness.js";
@@ -44,6 +45,43 @@ describe("deep-research agent", () => {
     expect(draft.body).toMatch(/## Sources\n\n\[1\] .+ \(corpus:\/\/[a-z-]+\)/);
     expect(existsSync(join(dataDir, "published", `${run.id}.md`))).toBe(true);
     expect(String(done.output)).toContain(`published/${run.id}.md`);
+  });
+
+  it("a question the corpus does not cover: widens the search once, then reads, drafts and publishes", async () => {
+    const { dataDir } = setup();
+    const run = await harness.runtime.start("deep-research", "What is the capital of France?");
+    const done = await harness.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status, JSON.stringify(done.statusReason ?? done.error)).toBe("completed");
+    const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
+    const searches = journal.filter((e) => e.type === "call.started" && e.data.name === "search").map((e) => e.data.input);
+    expect(searches).toEqual([
+      { query: "capital france", limit: 5 },
+      { query: "pause resume cancel compensation", limit: 5 },
+    ]);
+    expect(completedCalls(journal, "fetch").length).toBeGreaterThanOrEqual(2);
+    expect(completedCalls(journal, "publish")).toHaveLength(1);
+    expect(readFileSync(join(dataDir, "drafts", `${run.id}.md`), "utf8")).toMatch(/\[1\] .+ \(corpus:\/\/[a-z-]+\)/);
+    const said = (await harness.runtime.state(run.id)).messages.filter((m) => m.role === "assistant").map((m) => JSON.stringify(m.content));
+    expect(said[1]).toContain('The corpus has nothing on \\"capital france\\". It is about running agents durably');
+  });
+
+  it("a prompt too short to search, over a corpus with nothing in it: says so and writes no report, never repeating a call", async () => {
+    const empty = join(mkdtempSync(join(tmpdir(), "tether-empty-corpus-")), "corpus");
+    mkdirSync(empty);
+    harness = exampleHarness((dataDir) => [deepResearchAgent({ dataDir, tokensPerSecond: 4000, corpusDir: empty })]);
+    const run = await harness.runtime.start("deep-research", "q 1");
+    const done = await harness.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
+    expect(done.status, JSON.stringify(done.statusReason ?? done.error)).toBe("completed");
+    const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
+    const searches = journal.filter((e) => e.type === "call.started" && e.data.name === "search").map((e) => e.data.input);
+    expect(searches).toEqual([
+      { query: "q 1", limit: 5 },
+      { query: "pause resume cancel compensation", limit: 5 },
+    ]);
+    expect(journal.filter((e) => e.type === "call.failed")).toEqual([]);
+    expect(completedCalls(journal, "write_draft")).toHaveLength(0);
+    expect(existsSync(join(harness.dir, "data", "drafts", `${run.id}.md`))).toBe(false);
+    expect(String(done.output)).toContain('The corpus has nothing on "q 1" or "pause resume cancel compensation", so there is nothing to cite and I wrote no report.');
   });
 
   it("cancelled after it wrote its draft: the draft is discarded and nothing stays published", async () => {

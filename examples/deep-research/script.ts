@@ -67,9 +67,15 @@ function themes(question: string, sources: readonly Source[], count: number): st
     .map((c) => c.name);
 }
 
+/**
+ * What the shipped corpus is about, searched when the question's own words find nothing in it
+ * (a short or off-topic prompt): a researcher widens the search rather than repeating it.
+ */
+const broadQuery = "pause resume cancel compensation";
+
 function followUpQuery(question: string, sources: readonly Source[], notes: readonly string[]): string {
   const steer = notes.flatMap((note) => terms(note).filter((t) => !generic.has(t))).slice(0, 4);
-  return [...new Set([...steer, ...themes(question, sources, 3), ...terms(firstQuery(question)).slice(0, 1)])].join(" ");
+  return [...new Set([...steer, ...themes(question, sources, 3), ...terms(firstQuery(question)).slice(0, 1)])].join(" ") || broadQuery;
 }
 
 /** The sentences of a source that say the most about the question, in their original order. */
@@ -163,11 +169,30 @@ export const deepResearchScript: SimulatedScript = ({ request }): SimulatedTurn 
     };
   }
 
+  if (sources.length === 0 && searches.every((search) => hitsOf(search).length === 0)) {
+    const asked = searches.map((search) => `"${text(field(search.output, "query"))}"`);
+    if (searches.length === 1) {
+      return {
+        text:
+          `${said}The corpus has nothing on ${asked[0]}. It is about running agents durably, so I am searching it for what it does cover ` +
+          `("${broadQuery}").`,
+        toolCalls: [{ toolName: "search", input: { query: broadQuery, limit: 5 } }],
+      };
+    }
+    return {
+      text:
+        `${said}The corpus has nothing on ${asked.join(" or ")}, so there is nothing to cite and I wrote no report. ` +
+        `Ask about something it covers: pausing, resuming or cancelling agents, checkpoints, idempotency, compensation.`,
+    };
+  }
+
   if (searches.length < 2) {
     const query = followUpQuery(question, sources, notes);
     const titles = sources.map((s) => s.title).join("; ");
     return {
-      text: `${said}So far: ${titles}. They agree on journaling effects and compensating them, but I want more on the failure cases. Searching for "${query}".`,
+      text: sources.length
+        ? `${said}So far: ${titles}. They agree on journaling effects and compensating them, but I want more on the failure cases. Searching for "${query}".`
+        : `${said}None of the sources found could be read. Searching for "${query}" instead.`,
       toolCalls: [{ toolName: "search", input: { query, limit: 5 } }],
     };
   }
