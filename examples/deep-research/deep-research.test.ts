@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished } from "vitest";
 import { completedCalls, exampleHarness, type ExampleHarness } from "../shared/test-harness.js";
 import { deepResearchAgent, defaultQuestion } from "./agent.js";
 import { Corpus } from "./corpus.js";
@@ -66,7 +66,9 @@ describe("deep-research agent", () => {
   });
 
   it("a prompt too short to search, over a corpus with nothing in it: says so and writes no report, never repeating a call", async () => {
-    const empty = join(mkdtempSync(join(tmpdir(), "tether-empty-corpus-")), "corpus");
+    const emptyRoot = mkdtempSync(join(tmpdir(), "tether-empty-corpus-"));
+    onTestFinished(() => rmSync(emptyRoot, { recursive: true, force: true }));
+    const empty = join(emptyRoot, "corpus");
     mkdirSync(empty);
     harness = exampleHarness((dataDir) => [deepResearchAgent({ dataDir, tokensPerSecond: 4000, corpusDir: empty })]);
     const run = await harness.runtime.start("deep-research", "q 1");
