@@ -2,14 +2,22 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, onTestFinished } from "vitest";
-import { completedCalls, exampleHarness, type ExampleHarness } from "../shared/test-harness.js";
+import { completedCalls, exampleHarness, startedInputs, type ExampleHarness } from "../shared/test-harness.js";
 import { deepResearchAgent, defaultQuestion } from "./agent.js";
 import { Corpus } from "./corpus.js";
 import { parseDraft } from "./drafts.js";
 import { exampleAsset } from "../shared/package-root.js";
+import type { JournalEntry, RunRecord } from "../../src/engine/store.js";
 
 let harness: ExampleHarness;
 afterEach(async () => harness?.dispose());
+
+/** Waits for the run to end, expects it completed, and reads its journal. */
+async function completedRun(runId: string): Promise<{ done: RunRecord; journal: JournalEntry[] }> {
+  const done = await harness.runtime.waitFor(runId, ["completed", "failed", "paused"]);
+  expect(done.status, JSON.stringify(done.statusReason ?? done.error)).toBe("completed");
+  return { done, journal: await harness.runtime.journal(runId, { limit: 10_000 }) };
+}
 
 function setup(): { dataDir: string } {
   harness = exampleHarness((dataDir) => [deepResearchAgent({ dataDir, tokensPerSecond: 4000 })]);
@@ -31,11 +39,8 @@ describe("deep-research agent", () => {
   it("plans, searches, reads, drafts and publishes a cited report", async () => {
     const { dataDir } = setup();
     const run = await harness.runtime.start("deep-research", defaultQuestion);
-    const done = await harness.runtime.waitFor(run.id, ["completed", "failed"]);
-    expect(done.status, JSON.stringify(done.error)).toBe("completed");
-    const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
-    const searches = journal.filter((e) => e.type === "call.started" && e.data.name === "search");
-    expect(searches).toHaveLength(2);
+    const { done, journal } = await completedRun(run.id);
+    expect(startedInputs(journal, "search")).toHaveLength(2);
     expect(completedCalls(journal, "fetch").length).toBeGreaterThanOrEqual(3);
     expect(completedCalls(journal, "write_draft")).toHaveLength(1);
     expect(completedCalls(journal, "publish")).toHaveLength(1);
@@ -50,11 +55,8 @@ describe("deep-research agent", () => {
   it("a question the corpus does not cover: widens the search once, then reads, drafts and publishes", async () => {
     const { dataDir } = setup();
     const run = await harness.runtime.start("deep-research", "What is the capital of France?");
-    const done = await harness.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
-    expect(done.status, JSON.stringify(done.statusReason ?? done.error)).toBe("completed");
-    const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
-    const searches = journal.filter((e) => e.type === "call.started" && e.data.name === "search").map((e) => e.data.input);
-    expect(searches).toEqual([
+    const { journal } = await completedRun(run.id);
+    expect(startedInputs(journal, "search")).toEqual([
       { query: "capital france", limit: 5 },
       { query: "pause resume cancel compensation", limit: 5 },
     ]);
@@ -72,11 +74,8 @@ describe("deep-research agent", () => {
     mkdirSync(empty);
     harness = exampleHarness((dataDir) => [deepResearchAgent({ dataDir, tokensPerSecond: 4000, corpusDir: empty })]);
     const run = await harness.runtime.start("deep-research", "q 1");
-    const done = await harness.runtime.waitFor(run.id, ["completed", "failed", "paused"]);
-    expect(done.status, JSON.stringify(done.statusReason ?? done.error)).toBe("completed");
-    const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
-    const searches = journal.filter((e) => e.type === "call.started" && e.data.name === "search").map((e) => e.data.input);
-    expect(searches).toEqual([
+    const { done, journal } = await completedRun(run.id);
+    expect(startedInputs(journal, "search")).toEqual([
       { query: "q 1", limit: 5 },
       { query: "pause resume cancel compensation", limit: 5 },
     ]);
@@ -114,8 +113,7 @@ describe("deep-research agent", () => {
     const draft = parseDraft(readFileSync(join(dataDir, "drafts", `${run.id}.md`), "utf8"));
     expect(draft.body).toContain('Reviewer notes taken into account: "focus on idempotency keys for retries"');
     const journal = await harness.runtime.journal(run.id, { limit: 10_000 });
-    const followUp = journal.filter((e) => e.type === "call.started" && e.data.name === "search")[1];
-    expect(JSON.stringify(followUp.data.input)).toContain("idempotency");
+    expect(JSON.stringify(startedInputs(journal, "search")[1])).toContain("idempotency");
   });
 
   it("cancelled after publishing: the publication is taken down first, then the draft discarded", async () => {

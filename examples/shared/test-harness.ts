@@ -68,3 +68,8 @@ export function exampleHarness(makeAgents: (dataDir: string) => AgentDefinition[
 export function completedCalls(journal: readonly JournalEntry[], toolName: string): JournalEntry[] {
   return journal.filter((e) => e.type === "call.completed" && e.data.name === toolName);
 }
+
+/** The inputs of the calls of `toolName` that started, in order. */
+export function startedInputs(journal: readonly JournalEntry[], toolName: string): unknown[] {
+  return journal.filter((e) => e.type === "call.started" && e.data.name === toolName).map((e) => e.data.input);
+}
