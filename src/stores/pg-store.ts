@@ -1290,6 +1290,7 @@ function recordSets(writes: readonly { runId: string; plan: WritePlan }[]): { jo
   const messages = writes.flatMap(({ runId, plan }) => (plan.messages ? plan.messages.bodies.map((body, i) => ({ run_id: runId, idx: plan.messages!.first + i, body, crc: plan.messages!.crcs[i] })) : []));
   return { journal: JSON.stringify(journal), messages: JSON.stringify(messages) };
 }
+
 /** The most messages `loadState` reads with the snapshot's row, as one JSON value. */
 const inlineMessages = 64;
 /** The runs a worker may take (`findClaimable`), the time now as $1: queued, or active with no live lease. */
