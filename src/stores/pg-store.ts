@@ -148,6 +148,7 @@ export class PostgresStore implements Store {
    * `stale.runId` is read meanwhile (a notified pause).
    */
   private async queryUnless<R extends pg.QueryResultRow>(stale: Stale | undefined, sql: string, params: unknown[], via?: pg.PoolClient | pg.Pool, first = false): Promise<pg.QueryResult<R> | undefined> {
+    if (this.closed) throw this.closedError();
     await this.ready;
     const main = via === undefined;
     if (main && !(await this.mainTurn(stale, first))) return undefined;
@@ -155,10 +156,16 @@ export class PostgresStore implements Store {
       return await (via ?? this.pool).query<R>({ name: statementName(sql), text: sql, values: params });
     } catch (error) {
       if (TetherError.isInstance(error)) throw error;
+      // A statement sent, or waiting for its turn, when the store was closed.
+      if (this.closed) throw this.closedError();
       throw storeError("PostgreSQL store", error);
     } finally {
       if (main) this.mainDone();
     }
+  }
+
+  private closedError(): TetherError {
+    return new TetherError("store_error", `the PostgreSQL store (schema ${this.schema}) is closed`);
   }
 
   /**
@@ -1100,7 +1107,7 @@ export class PostgresStore implements Store {
     if (found.rows.length === 0) return [];
     const halts = JSON.parse(found.rows[0].halts) as HaltRecord[];
     const client = await this.pool.connect().catch((error: unknown) => {
-      throw storeError("PostgreSQL store", error);
+      throw this.closed ? this.closedError() : storeError("PostgreSQL store", error);
     });
     const results: UpdateResult[] = [];
     try {

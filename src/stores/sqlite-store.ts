@@ -175,7 +175,8 @@ export class SqliteStore implements Store {
   readonly kind = "sqlite";
   readonly path: string;
   private readonly db: Database.Database;
-  private readonly statements: Record<StatementName, Database.Statement>;
+  private readonly prepared: Record<StatementName, Database.Statement>;
+  private closed = false;
   /** Run id → run key; a run's key never changes and runs are never deleted. */
   private readonly runKeys = new Map<string, number>();
   /** Writes through this connection: starts the checkpoint thread, and is half the change marker. */
@@ -216,7 +217,23 @@ export class SqliteStore implements Store {
       if (TetherError.isInstance(error)) throw error;
       throw new TetherError("store_error", `cannot open the sqlite store at ${options.path}: ${(error as Error).message}`, undefined, { cause: error });
     }
-    this.statements = preparedOnFirstUse(this.db, statementSql);
+    this.prepared = preparedOnFirstUse(this.db, statementSql);
+  }
+
+  /** The prepared statements; once the store is closed, a `store_error` that says so. */
+  private get statements(): Record<StatementName, Database.Statement> {
+    if (this.closed) throw this.closedError();
+    return this.prepared;
+  }
+
+  /** The connection for a statement prepared on the spot; once the store is closed, a `store_error` that says so. */
+  private connection(): Database.Database {
+    if (this.closed) throw this.closedError();
+    return this.db;
+  }
+
+  private closedError(): TetherError {
+    return new TetherError("store_error", `the sqlite store at ${this.path} is closed`);
   }
 
   /** The raw database, for tests that corrupt bytes on purpose and for the benchmark. */
@@ -296,12 +313,12 @@ export class SqliteStore implements Store {
     const { where, params } = runsWhere(filter);
     const order = filter.updatedAfter === undefined ? "created_at DESC, id" : "updated_bucket, json_extract(doc, '$.updatedAt'), rk";
     const sql = `SELECT ${runChecksummedColumns} FROM runs WHERE ${where} ORDER BY ${order} LIMIT ?`;
-    return intactRecords(this.db.prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[], (row) => this.recordOf(row), damaged);
+    return intactRecords(this.connection().prepare(sql).all(...params, filter.limit ?? 100) as StoredRunRow[], (row) => this.recordOf(row), damaged);
   }
 
   async listRunRefs(filter: RunFilter = {}): Promise<RunRef[]> {
     const { where, params } = runsWhere(filter);
-    return this.db.prepare(`SELECT id, agent FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`).all(...params, filter.limit ?? 100) as RunRef[];
+    return this.connection().prepare(`SELECT id, agent FROM runs WHERE ${where} ORDER BY created_at DESC, id LIMIT ?`).all(...params, filter.limit ?? 100) as RunRef[];
   }
 
   async update(update: RunUpdate): Promise<UpdateResult> {
@@ -466,6 +483,7 @@ export class SqliteStore implements Store {
   /** A failed write as callers see it: Tether's own errors as they are, SQLite's as `store_error`. */
   private storeError(error: unknown): TetherError {
     if (TetherError.isInstance(error)) return error;
+    if (this.closed) return this.closedError();
     return new TetherError("store_error", `sqlite store at ${this.path}: ${(error as Error).message}`, undefined, { cause: error });
   }
 
@@ -820,6 +838,7 @@ export class SqliteStore implements Store {
       this.creates.flushAll();
       this.updates.flushAll();
     }
+    this.closed = true;
     clearInterval(this.watchTimer);
     this.watchTimer = undefined;
     this.watchers.clear();

@@ -665,5 +665,34 @@ export function storeConformance(name: string, factory: () => Promise<StoreUnder
         expect(await store.listTokens()).toEqual([{ ...ci, revokedAt: baseTime + 5 }, other]);
       });
     });
+
+    describe("close", () => {
+      it("answers every call after close with store_error saying the store is closed, and closes twice without error", async () => {
+        const { run } = await create();
+        await store.close();
+        await store.close();
+        const calls: [string, () => Promise<unknown>][] = [
+          ["getRun", () => store.getRun(run.id)],
+          ["listRuns", () => store.listRuns()],
+          ["listRunRefs", () => store.listRunRefs()],
+          ["readJournal", () => store.readJournal(run.id)],
+          ["loadState", () => store.loadState(run.id)],
+          ["update", () => store.update({ runId: run.id, set: { status: "running" } })],
+          ["createRun", () => create()],
+          ["insertCommand", () => store.insertCommand(command(run.id))],
+          ["listHalts", () => store.listHalts()],
+          ["runStorage", () => store.runStorage(run.id)],
+          ["listTokens", () => store.listTokens()],
+        ];
+        for (const [name, call] of calls) {
+          const error = await call().then(
+            () => new Error(`${name} answered on a closed store`),
+            (e: unknown) => e,
+          );
+          expect(TetherError.isInstance(error, "store_error"), `${name}: ${String(error)}`).toBe(true);
+          expect((error as Error).message, name).toMatch(/ is closed$/);
+        }
+      });
+    });
   });
 }
