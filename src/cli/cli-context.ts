@@ -4,6 +4,7 @@ import type { TetherClient } from "../client/tether-client.js";
 import type { RunView } from "../server/api-types.js";
 import type { RunStatus } from "../engine/status.js";
 import { connect, type Connection, type GlobalOptions } from "./connection.js";
+import { UsageError } from "./exit-codes.js";
 
 /** Where commands write: results to stdout, progress and hints to stderr. */
 export interface CliIo {
@@ -20,8 +21,20 @@ export function info(io: CliIo, text: string): void {
   io.stderr.write(text.endsWith("\n") ? text : `${text}\n`);
 }
 
+/**
+ * The global options, where the command line wins over the environment: `--db` over
+ * TETHER_DATABASE_URL, `--database-url` over TETHER_DB, and `--url` over either for the commands
+ * that talk to a server (`serverNamed`). `--db` and `--database-url` both on the command line are
+ * refused (`usage`).
+ */
 export function globalsOf(command: Command): GlobalOptions {
-  return command.optsWithGlobals<GlobalOptions>();
+  const options = { ...command.optsWithGlobals<GlobalOptions>() };
+  const source = (key: keyof GlobalOptions) => command.getOptionValueSourceWithGlobals(key);
+  if (source("db") === "cli" && source("databaseUrl") === "cli") throw new UsageError("--db and --database-url name two stores: pass one");
+  if (source("db") === "cli" && source("databaseUrl") === "env") delete options.databaseUrl;
+  if (source("databaseUrl") === "cli" && source("db") === "env") delete options.db;
+  if (source("url") === "cli" && source("db") !== "cli" && source("databaseUrl") !== "cli") options.serverNamed = true;
+  return options;
 }
 
 /** Runs `fn` with a connection, and always closes it. */

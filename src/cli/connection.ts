@@ -11,6 +11,8 @@ export interface GlobalOptions {
   databaseUrl?: string;
   json?: boolean;
   agents?: string;
+  /** `--url` was on the command line and no store was: commands go to that server even when TETHER_DB or TETHER_DATABASE_URL is set. */
+  serverNamed?: boolean;
 }
 
 export const defaultUrl = "http://127.0.0.1:4317";
@@ -39,7 +41,7 @@ export function storeFromOptions(options: GlobalOptions, fallbackPath?: string):
  * API served in this process over the store.
  */
 export async function connect(options: GlobalOptions, needs: { agents?: boolean; create?: boolean } = {}): Promise<Connection> {
-  const location = storeFromOptions(options);
+  const location = options.serverNamed ? undefined : storeFromOptions(options);
   if (location) {
     if (!needs.create) requireExistingStore(location);
     const { directConnection } = await import("./local-runtime.js");

@@ -36,6 +36,7 @@ const cleanEnv = () => {
   delete env.TETHER_URL;
   delete env.TETHER_TOKEN;
   delete env.TETHER_DB;
+  delete env.TETHER_DATABASE_URL;
   return env;
 };
 
@@ -406,6 +407,28 @@ describe("tether CLI against a real `tether serve`", () => {
       expect(brief.stderr, command).toContain("--lease-ms must be a whole number of at least 1000");
     }
   });
+
+  it("a store or server named on the command line wins over the environment's; --db with --database-url is refused", async () => {
+    const db = join(cwd, "precedence", "tether.db");
+    // Were TETHER_DATABASE_URL used, `ls` would fail to reach port 1 (store_error), not find no file.
+    const env = { TETHER_DATABASE_URL: "postgres://postgres@127.0.0.1:1/nowhere" };
+    const file = await tether(["--db", db, "ls"], { cwd, env });
+    expect(file.code).toBe(4);
+    expect(file.stderr.trim()).toBe(`tether: no Tether store at ${db}: check the path (--db or TETHER_DB); \`tether start\`, \`tether serve\` or \`tether worker\` create one [not_found]`);
+    // --url over TETHER_DB: the command goes to the server (unreachable here), not to the missing file.
+    const server = await tether(["--url", "http://127.0.0.1:9", "ls"], { cwd, env: { TETHER_DB: db } });
+    expect(server.code).toBe(1);
+    expect(server.stderr).toContain("http://127.0.0.1:9");
+    // --database-url over TETHER_DB: PostgreSQL is tried (and refused at port 1).
+    const postgres = await tether(["--database-url", "postgres://postgres@127.0.0.1:1/nowhere", "ls"], { cwd, env: { TETHER_DB: db } });
+    expect(postgres.code).toBe(1);
+    expect(postgres.stderr).toContain("127.0.0.1:1");
+    expect(postgres.stderr).toContain("[store_error]");
+    const both = await tether(["--db", db, "--database-url", "postgres://postgres@127.0.0.1:1/nowhere", "ls"], { cwd });
+    expect(both.code).toBe(2);
+    expect(both.stderr.trim()).toBe("tether: --db and --database-url name two stores: pass one [usage]");
+    expect(existsSync(db)).toBe(false);
+  }, 60_000);
 
   it("a --db that names no file is refused (exit 4) by every command but those that create a store, and never created", async () => {
     const db = join(cwd, "typo", "tether.db");
