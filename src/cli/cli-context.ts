@@ -5,6 +5,8 @@ import type { RunView } from "../server/api-types.js";
 import type { RunStatus } from "../engine/status.js";
 import { connect, type Connection, type GlobalOptions } from "./connection.js";
 import { UsageError } from "./exit-codes.js";
+import { TetherError } from "../engine/errors.js";
+import { workerWaitText } from "../engine/worker-wait.js";
 
 /** Where commands write: results to stdout, progress and hints to stderr. */
 export interface CliIo {
@@ -106,14 +108,26 @@ export function parseStatusList(value: string): RunStatus[] {
  * Follows the run's events after `afterSeq` until its status is one of `targets` (or terminal),
  * passing each journal entry to `onEntry`. Gives up after `timeoutMs`.
  */
+/** Why a command on `run` waits for a worker, when it does: none holds the run (a lease run out, or none taken yet). */
+function noWorkerText(run: RunView): string | undefined {
+  if (run.waitingForWorker) return workerWaitText(run.waitingForWorker);
+  if (run.lease === null && !["paused", "halted", "completed", "failed", "cancelled"].includes(run.status)) {
+    return "no worker holds it yet: it goes on once one claims it (start one: `tether worker` or `tether serve` on this store)";
+  }
+  return undefined;
+}
+
 export async function waitForStatus(
   client: TetherClient,
   run: RunView,
   targets: readonly RunStatus[],
-  options: { timeoutMs: number; onEntry?: (entry: JournalEntry) => void },
+  options: { timeoutMs: number; onEntry?: (entry: JournalEntry) => void; onWorkerWait?: (text: string) => void },
 ): Promise<RunView> {
   const done = new Set<string>([...targets, "completed", "failed", "cancelled"]);
   if (done.has(run.status)) return run;
+  // No worker holds the run: the command applies once one claims it, which may be never.
+  const unheld = noWorkerText(run);
+  if (unheld) options.onWorkerWait?.(unheld);
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), options.timeoutMs);
   try {
@@ -129,18 +143,15 @@ export async function waitForStatus(
   const latest = await client.get(run.id);
   if (!done.has(latest.status)) {
     const waiting = latest.waitingFor ?? latest.inflight;
-    throw new WaitTimeoutError(
-      `run ${run.id} is still ${latest.status} after ${Math.round(options.timeoutMs / 1000)} s${waiting ? `, waiting on ${waiting.kind} ${waiting.name}` : ""}; the command is recorded and will apply: check with \`tether show ${run.id}\``,
+    const unheldNow = noWorkerText(latest);
+    const on = unheldNow ? `; ${unheldNow}` : waiting ? `, waiting on ${waiting.kind} ${waiting.name}` : "";
+    throw new TetherError(
+      "wait_timeout",
+      `run ${run.id} is still ${latest.status} after ${Math.round(options.timeoutMs / 1000)} s${on}; the command is recorded and will apply: check with \`tether show ${run.id}\``,
+      { runId: run.id, timeoutMs: options.timeoutMs, status: latest.status },
     );
   }
   return latest;
-}
-
-export class WaitTimeoutError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "WaitTimeoutError";
-  }
 }
 
 /** Resolves when the process is asked to stop (SIGINT or SIGTERM); keeps the process alive until then. */

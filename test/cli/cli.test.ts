@@ -408,6 +408,22 @@ describe("tether CLI against a real `tether serve`", () => {
     }
   });
 
+  it("a cancel no worker can apply says so at once, and gives up after --timeout with wait_timeout (the command stays recorded)", async () => {
+    const db = join(cwd, "no-worker", "tether.db");
+    const started = await tether(["--db", db, "start", "writer", "nobody runs this"], { cwd });
+    expect(started.code, started.stderr).toBe(0);
+    const runId = started.stdout.trim();
+    const cancel = await tether(["--db", db, "cancel", runId, "--yes", "--timeout", "1"], { cwd });
+    expect(cancel.code).toBe(1);
+    expect(cancel.stderr).toContain("cancelling: no worker holds it yet: it goes on once one claims it (start one: `tether worker` or `tether serve` on this store)");
+    const last = cancel.stderr.trim().split("\n").at(-1)!;
+    expect(last).toBe(
+      `tether: run ${runId} is still cancelling after 1 s; no worker holds it yet: it goes on once one claims it (start one: \`tether worker\` or \`tether serve\` on this store); the command is recorded and will apply: check with \`tether show ${runId}\` [wait_timeout]`,
+    );
+    const shown = await tether(["--db", db, "show", runId, "--json"], { cwd });
+    expect(JSON.parse(shown.stdout)).toMatchObject({ status: "cancelling" });
+  }, 40_000);
+
   it("a store or server named on the command line wins over the environment's; --db with --database-url is refused", async () => {
     const db = join(cwd, "precedence", "tether.db");
     // Were TETHER_DATABASE_URL used, `ls` would fail to reach port 1 (store_error), not find no file.

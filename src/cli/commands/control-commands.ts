@@ -7,7 +7,8 @@ import { confirm } from "../confirm.js";
 import { UsageError } from "../exit-codes.js";
 import { describeEntry, formatDuration, nextSteps } from "../format.js";
 
-const waitTimeoutMs = 120_000;
+/** How long `pause` and `cancel` wait for the run to stop, by default (`--timeout`). */
+const waitTimeoutS = 120;
 
 function summary(run: RunView): string {
   const next = nextSteps(run);
@@ -22,8 +23,9 @@ export function controlCommands(program: Command, io: CliIo): void {
     .option("--reason <text>", "why (journaled with your name)")
     .option("--boundary", "let an in-flight model call finish instead of aborting it")
     .option("--no-wait", "return once the command is recorded")
+    .option("--timeout <seconds>", "how long to wait before giving up (wait_timeout; the command still applies)", integer("--timeout", 1), waitTimeoutS)
     .option("--json", "print the run as JSON")
-    .action(async function pause(this: Command, runId: string, flags: { reason?: string; boundary?: boolean; wait: boolean }) {
+    .action(async function pause(this: Command, runId: string, flags: { reason?: string; boundary?: boolean; wait: boolean; timeout: number }) {
       await withConnection(this, {}, async ({ client }, globals) => {
         let run = await client.pause(runId, { reason: flags.reason, mode: flags.boundary ? "boundary" : undefined });
         if (flags.wait && run.status === "pausing") {
@@ -31,7 +33,8 @@ export function controlCommands(program: Command, io: CliIo): void {
           const waiting = run.waitingFor ?? (run.inflight?.kind === "tool" ? run.inflight : null);
           if (!globals.json && waiting) info(io, `pausing: waiting on ${waiting.kind} ${waiting.name}${run.waitingForMs !== null ? ` (${formatDuration(run.waitingForMs)} so far)` : ""}…`);
           run = await waitForStatus(client, run, ["paused", "halted"], {
-            timeoutMs: waitTimeoutMs,
+            timeoutMs: flags.timeout * 1000,
+            onWorkerWait: (text) => !globals.json && info(io, `pausing: ${text}`),
             onEntry: (entry) => {
               if (!globals.json && (entry.type === "call.aborted" || entry.type === "call.completed" || entry.type === "resource.released")) info(io, `  ${describeEntry(entry)}`);
             },
@@ -81,8 +84,9 @@ export function controlCommands(program: Command, io: CliIo): void {
     .option("--inherited <choice>", "when live forks inherited effects a cancel would undo: compensate (undo them anyway) or keep (leave them for the forks)")
     .option("-y, --yes", "do not ask for confirmation (needed when stdin is not a terminal)")
     .option("--no-wait", "return once the command is recorded")
+    .option("--timeout <seconds>", "how long to wait before giving up (wait_timeout; the command still applies)", integer("--timeout", 1), waitTimeoutS)
     .option("--json", "print the run as JSON")
-    .action(async function cancel(this: Command, runId: string, flags: { reason?: string; inherited?: string; yes?: boolean; wait: boolean }) {
+    .action(async function cancel(this: Command, runId: string, flags: { reason?: string; inherited?: string; yes?: boolean; wait: boolean; timeout: number }) {
       const inherited = flags.inherited;
       if (inherited !== undefined && inherited !== "compensate" && inherited !== "keep") throw new UsageError(`--inherited takes compensate or keep, not ${inherited}`);
       await withConnection(this, {}, async ({ client }, globals) => {
@@ -111,7 +115,8 @@ export function controlCommands(program: Command, io: CliIo): void {
         let run = await client.cancel(runId, { reason: flags.reason, ...(inherited ? { inherited } : {}) });
         if (flags.wait) {
           run = await waitForStatus(client, run, ["cancelled"], {
-            timeoutMs: waitTimeoutMs,
+            timeoutMs: flags.timeout * 1000,
+            onWorkerWait: (text) => !globals.json && info(io, `cancelling: ${text}`),
             onEntry: (entry) => {
               if (!globals.json && (entry.type.startsWith("compensation.") || entry.type.startsWith("resource.") || entry.type === "call.aborted")) info(io, `  ${describeEntry(entry)}`);
             },
