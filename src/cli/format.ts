@@ -54,8 +54,10 @@ export function runsTable(runs: readonly RunView[], now: number): string {
 export function nextSteps(run: RunView): string | undefined {
   switch (run.status) {
     case "running":
-    case "queued":
       return `tether pause ${run.id} · tether cancel ${run.id} · tether attach ${run.id}`;
+    case "queued":
+      // Not started: there is nothing to pause yet (pause refuses a queued run).
+      return `tether cancel ${run.id} · tether attach ${run.id}`;
     case "pausing":
       return `waiting for the call in flight to finish; tether cancel ${run.id} to stop it harder`;
     case "paused":
