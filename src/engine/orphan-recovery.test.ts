@@ -61,6 +61,38 @@ describe("orphaned runs of a lease holder that is gone", () => {
     expect(journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data).toMatchObject({ previousWorker: "worker-a", worker: "worker-b", holderGone: true });
   });
 
+  it("a worker stopped on purpose (close with releaseLeases) lets its runs go at once: another worker takes them over though the holder lives and its lease had most of a minute to go", async () => {
+    const alive = new Set<string>();
+    const ledger = new Ledger();
+    const agent = sequenceAgent({
+      name: "payer",
+      tools: [effectTool({ name: "charge", ledger, idempotent: true, afterEffect: (_key, execution) => (execution === 1 ? never : undefined) }), effectTool({ name: "receipt", ledger })],
+      steps: [
+        { tool: "charge", input: { id: "order-1" } },
+        { tool: "receipt", input: { id: "order-1" } },
+      ],
+    });
+    h = harness([agent], { leaseMs, processProbe: fakeProbe("first", alive) });
+    const run = await h.runtime.start("payer", null);
+    await waitUntil(() => ledger.executionsOf("charge") === 1);
+    const stoppedAt = Date.now();
+    await h.runtime.close({ releaseLeases: true });
+    const released = await h.runtime.get(run.id);
+    expect(released.status).toBe("running");
+    expect(released.lease).toMatchObject({ workerId: "worker-a", holder: { nonce: "first" } });
+    expect(released.lease!.until).toBeGreaterThanOrEqual(stoppedAt);
+    expect(released.lease!.until).toBeLessThanOrEqual(Date.now());
+    const second = h.open({ leaseMs, processProbe: fakeProbe("second", alive), workerPollMs: 10 });
+    second.startWorker();
+    const done = await second.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    expect(done.status).toBe("completed");
+    expect(done.epoch).toBe(released.epoch + 1);
+    // The idempotent charge in flight was retried with its key; nothing ran twice without it.
+    expect(ledger.keysOf("charge")).toEqual([`${run.id}:1`, `${run.id}:1`]);
+    const journal = await journalOf(run.id);
+    expect(journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data).toMatchObject({ previousWorker: "worker-a", worker: "worker-b" });
+  });
+
   it("a gone holder's run whose row is damaged does not stop the others' recovery: they are taken at once and finish; it is passed over, left as it is, and named by a listing", async () => {
     const dead = new Set<string>();
     const ledger = new Ledger();

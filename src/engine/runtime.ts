@@ -255,8 +255,14 @@ export class Runtime {
     this.retentionTimer = undefined;
   }
 
-  /** Stops this process's work without changing any run: their leases lapse and any worker recovers them. */
-  async close(): Promise<void> {
+  /**
+   * Stops this process's work: its calls in flight are aborted, and no run is changed: their
+   * leases lapse and any worker recovers them, as after a crash. With `releaseLeases` (a worker
+   * stopped on purpose: `tether worker` and `serve` on SIGTERM or Ctrl-C) the runs it executed
+   * are let go at once instead, so another worker takes them over without waiting out the lease
+   * (and recovers their calls in flight by the same rules).
+   */
+  async close(options: { releaseLeases?: boolean } = {}): Promise<void> {
     this.closed = true;
     this.stopWorker();
     clearInterval(this.orphanTimer);
@@ -265,9 +271,28 @@ export class Runtime {
     await this.claims.recovery;
     const executors = this.claims.executors;
     await Promise.allSettled([...this.claims.checking.values()]);
+    const held = [...executors.values()].map(({ executor }) => executor.current);
     for (const { executor } of executors.values()) executor.detach();
     await Promise.allSettled([...executors.values()].map((e) => e.done));
     await this.claims.abandonHeldResources();
+    if (options.releaseLeases) await this.releaseLeases(held);
+  }
+
+  /**
+   * Ends now the leases of the runs this process let go, each only at the epoch it held (a run
+   * another worker took meanwhile, or that ended or paused, is left as it is): the lease keeps its
+   * holder, so the worker that takes the run over names it in the `recovery` entry, as after a
+   * crash, and the run reads as waiting for a worker from this moment. Best effort: a lease not
+   * ended here runs out by itself.
+   */
+  private async releaseLeases(runs: readonly RunRecord[]): Promise<void> {
+    const now = this.clock.now();
+    const mine = runs.filter((run) => run.lease?.workerId === this.ctx.workerId);
+    await Promise.allSettled(
+      mine.map((run) =>
+        this.store.update({ runId: run.id, expect: { epoch: run.epoch, status: ["running", "pausing", "cancelling"] }, set: { lease: { ...run.lease!, until: now } } }),
+      ),
+    );
   }
 
   get(runId: string): Promise<RunRecord> {

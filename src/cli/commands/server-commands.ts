@@ -50,10 +50,10 @@ export function serverCommands(program: Command, io: CliIo): void {
       info(io, flags.open ? "auth: OPEN (--open): no token needed; anyone on this machine can start, pause, cancel and halt runs" : `auth: ${tokens} API token${tokens === 1 ? "" : "s"}`);
       if (webhooks) info(io, describeWebhooks(webhooks));
       const signal = await stopSignal();
-      info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      info(io, `${signal}: stopping; the runs executed here are let go, and continue from their state in the next worker at once`);
       await notifier?.stop();
       await server.close();
-      await runtime.close();
+      await runtime.close({ releaseLeases: true });
       await store.close();
     });
 
@@ -78,9 +78,9 @@ export function serverCommands(program: Command, io: CliIo): void {
       info(io, `agents: ${describeAgents(loaded)}`);
       if (webhooks) info(io, describeWebhooks(webhooks));
       const signal = await stopSignal();
-      info(io, `${signal}: stopping; runs keep their state and continue in the next worker`);
+      info(io, `${signal}: stopping; the runs executed here are let go, and continue from their state in the next worker at once`);
       await notifier?.stop();
-      await runtime.close();
+      await runtime.close({ releaseLeases: true });
       await store.close();
     });
 }
