@@ -50,9 +50,12 @@ export async function withConnection<T>(command: Command, needs: { agents?: bool
   }
 }
 
-export function integer(name: string, min = 0): (value: string) => number {
+export function integer(name: string, min = 0, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
-    if (!/^\d+$/.test(value) || Number(value) < min) throw new InvalidArgumentError(`${name} must be a whole number${min > 0 ? ` of at least ${min}` : ""}`);
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      const range = max < Number.MAX_SAFE_INTEGER ? ` from ${min} to ${max}` : min > 0 ? ` of at least ${min}` : "";
+      throw new InvalidArgumentError(`${name} must be a whole number${range}`);
+    }
     return Number(value);
   };
 }

@@ -130,6 +130,21 @@ describe("unknown ids and refused transitions", () => {
     await expect(rt.start("researcher", 42)).rejects.toThrow(/^invalid input for agent researcher: \(input\): .+\. It takes: string \| \{ prompt: string \}$/);
   });
 
+  it("refuses a lease of no time or of more than a day with invalid_input, before the runtime starts", async () => {
+    h = harness([researcher]);
+    for (const leaseMs of [0, -5, Number.NaN, Infinity, 86_400_001, 99_999_999_999_999]) {
+      let error: unknown;
+      try {
+        h.open({ leaseMs });
+      } catch (e) {
+        error = e;
+      }
+      expect(TetherError.isInstance(error, "invalid_input"), String(leaseMs)).toBe(true);
+      expect((error as Error).message).toContain("leaseMs must be a number of milliseconds above 0 and at most 86400000 (a day)");
+    }
+    expect(h.open({ leaseMs: 86_400_000 }).leaseMs).toBe(86_400_000);
+  });
+
   it("refuses a fork from a step the run has not reached with invalid_input", async () => {
     const { rt, run } = await pausedRun();
     expect(await codeOf(rt.fork(run.id, { fromStep: 2 }))).toBe("invalid_input");

@@ -1,5 +1,8 @@
 import type { Lease } from "./store.js";
 
+/** The longest lease a worker may take: a day (a dead worker's runs wait that long for another; a timer holds up to ~24.8 days). */
+export const maxLeaseMs = 86_400_000;
+
 /** The process behind a lease, as far as another process on the same machine can check it. */
 export interface LeaseHolder {
   /**

@@ -15,7 +15,7 @@ import { IllegalTransitionError, InvalidInputError, RunNotFoundError, TetherErro
 import { inheritedAtStep } from "./fork-inheritance.js";
 import { EventBus, type RunEvent } from "./events.js";
 import { haltRuns, unhaltRuns, type HaltResult, type UnhaltResult } from "./halt-command.js";
-import type { ProcessProbe } from "./lease-holder.js";
+import { maxLeaseMs, type ProcessProbe } from "./lease-holder.js";
 import { RunWatcher } from "./run-watcher.js";
 import { randomIds, type IdGenerator } from "./ids.js";
 import type { Json } from "./json.js";
@@ -128,6 +128,9 @@ export class Runtime {
   private readonly host: ControlHost;
 
   constructor(options: RuntimeOptions) {
+    if (options.leaseMs !== undefined && !(Number.isFinite(options.leaseMs) && options.leaseMs > 0 && options.leaseMs <= maxLeaseMs)) {
+      throw new InvalidInputError(`leaseMs must be a number of milliseconds above 0 and at most ${maxLeaseMs} (a day), not ${options.leaseMs}: a dead worker's runs wait that long for another`);
+    }
     const redactor = options.redactor;
     this.store = redactor ? redactingStore(options.store, redactor) : options.store;
     this.agentMap = new Map(options.agents.map((a) => [a.name, a]));

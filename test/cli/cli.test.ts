@@ -397,14 +397,18 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(existsSync(db)).toBe(false);
   });
 
-  it("serve and worker refuse a concurrency of 0 and a lease under a second, before they start", async () => {
+  it("serve and worker refuse a concurrency of 0 and a lease under a second or over a day, before they start", async () => {
     for (const command of ["serve", "worker"]) {
       const none = await cli(["--db", join(cwd, "flags", "t.db"), command, "--concurrency", "0"]);
       expect(none.code, command).toBe(2);
       expect(none.stderr, command).toContain("--concurrency must be a whole number of at least 1");
       const brief = await cli(["--db", join(cwd, "flags", "t.db"), command, "--lease-ms", "0"]);
       expect(brief.code, command).toBe(2);
-      expect(brief.stderr, command).toContain("--lease-ms must be a whole number of at least 1000");
+      expect(brief.stderr, command).toContain("--lease-ms must be a whole number from 1000 to 86400000");
+      // A lease of centuries: a dead worker's runs would never be taken over (and Node's timers overflow).
+      const endless = await cli(["--db", join(cwd, "flags", "t.db"), command, "--lease-ms", "99999999999999"]);
+      expect(endless.code, command).toBe(2);
+      expect(endless.stderr, command).toContain("--lease-ms must be a whole number from 1000 to 86400000");
     }
   });
 

@@ -4,6 +4,7 @@ import { globalsOf, info, integer, out, stopSignal, type CliIo } from "../cli-co
 import { checkStoreAuthState } from "../auth-state.js";
 import { defaultDbPath, storeFromOptions } from "../connection.js";
 import { describeLocation } from "../../stores/open-store.js";
+import { maxLeaseMs } from "../../engine/lease-holder.js";
 import { describeWebhooks, publicUrlOption, startWebhooks, webhookOption, webhookSettings, type WebhookFlags } from "../webhook-options.js";
 
 /** serve (HTTP API + dashboard + worker) and worker (executes runs, no HTTP). */
@@ -18,7 +19,7 @@ export function serverCommands(program: Command, io: CliIo): void {
     .addOption(webhookOption())
     .addOption(publicUrlOption())
     .option("--concurrency <n>", "runs this process executes at once; more wait in the store", integer("--concurrency", 1))
-    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000))
+    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000, maxLeaseMs))
     .action(async function serve(this: Command, flags: { host: string; port: number; open?: boolean; allowedHost?: string[] } & WebhookFlags & WorkerFlags) {
       const globals = globalsOf(this);
       const webhooks = webhookSettings(flags);
@@ -63,7 +64,7 @@ export function serverCommands(program: Command, io: CliIo): void {
     .addOption(webhookOption())
     .addOption(publicUrlOption())
     .option("--concurrency <n>", "runs this worker executes at once; more wait in the store for any worker", integer("--concurrency", 1))
-    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000))
+    .option("--lease-ms <ms>", "how long a run stays this worker's without a renewal (another worker takes it over after)", integer("--lease-ms", 1000, maxLeaseMs))
     .action(async function worker(this: Command, flags: WebhookFlags & WorkerFlags) {
       const globals = globalsOf(this);
       const webhooks = webhookSettings(flags);
