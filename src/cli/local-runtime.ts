@@ -59,8 +59,9 @@ export async function executingRuntime(location: StoreLocation, loaded: LoadedAg
  * The HTTP API served in this process over the store, with no worker: commands are
  * written to the store, and the process executing the run sees them within its control poll.
  */
-export async function directConnection(location: StoreLocation, options: GlobalOptions, needs: { agents?: boolean }): Promise<Connection> {
-  const store = await openStore(location);
+export async function directConnection(location: StoreLocation, options: GlobalOptions, needs: { agents?: boolean; create?: boolean }): Promise<Connection> {
+  // Only a command that creates a store (start) makes a PostgreSQL schema; the others refuse a missing one, as a missing SQLite file.
+  const store = await openStore(location, { create: needs.create === true });
   let agents: AgentDefinition[] = [];
   let models: ModelSource = createModelRegistry();
   let agentSource: string | undefined;

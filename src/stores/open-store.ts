@@ -47,11 +47,11 @@ export function describeLocation(location: StoreLocation): string {
  * PostgreSQL schema is created or migrated before this resolves. `pg` is an optional
  * dependency, loaded only here.
  */
-export async function openStore(location: StoreLocation): Promise<Store> {
+export async function openStore(location: StoreLocation, options: { create?: boolean } = {}): Promise<Store> {
   if (location.kind === "sqlite") return new SqliteStore({ path: location.path });
   requireInstalled("pg", "the PostgreSQL store");
   const module = await import("./pg-store.js");
-  const store: PostgresStore = new module.PostgresStore({ connectionString: location.url, schema: location.schema });
+  const store: PostgresStore = new module.PostgresStore({ connectionString: location.url, schema: location.schema, create: options.create });
   try {
     return await store.open();
   } catch (error) {

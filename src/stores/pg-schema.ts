@@ -274,12 +274,21 @@ export function quoteIdentifier(name: string): string {
  * Creates the schema and applies every migration it has not seen, under an advisory lock so
  * that workers starting together migrate once. Refuses a schema migrated by a newer Tether.
  */
-export async function migrate(pool: pg.Pool, schema: string): Promise<void> {
+export async function migrate(pool: pg.Pool, schema: string, options: { create: boolean; where: string } = { create: true, where: "PostgreSQL" }): Promise<void> {
   const s = quoteIdentifier(schema);
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`tether:${schema}`]);
+    if (!options.create) {
+      const found = await client.query<{ table: string | null }>("SELECT to_regclass($1)::text AS table", [`${s}.migrations`]);
+      if (found.rows[0].table === null) {
+        throw new TetherError(
+          "not_found",
+          `no Tether store in schema ${schema} at ${options.where}: check the schema (?schema=, default tether); \`tether start\`, \`tether serve\` or \`tether worker\` create one`,
+        );
+      }
+    }
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
     const applied = new Set((await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations`)).rows.map((row) => Number(row.version)));

@@ -54,6 +54,11 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Connections in the pool. Default 10. */
   poolSize?: number;
+  /**
+   * Create the schema when it holds no Tether store (default true). False for a command that only
+   * reads or controls runs: it is refused with `not_found`, so a mistyped `?schema=` creates nothing.
+   */
+  create?: boolean;
 }
 
 /** What this process last wrote or read of a run: an update whose version still matches needs no read. */
@@ -122,7 +127,7 @@ export class PostgresStore implements Store {
     // An idle connection that fails (the server restarted) is dropped by the pool; no crash.
     this.pool.on("error", () => undefined);
     this.controlPool.on("error", () => undefined);
-    this.ready = migrate(this.pool, this.schema).catch((error: unknown) => {
+    this.ready = migrate(this.pool, this.schema, { create: options.create ?? true, where: redactUrl(options.connectionString) }).catch((error: unknown) => {
       throw storeError(`cannot open the PostgreSQL store (${redactUrl(options.connectionString)}, schema ${this.schema})`, error);
     });
     this.ready.catch(() => undefined);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TetherClient } from "../../src/client/tether-client.js";
 import type { JournalEntry } from "../../src/engine/store.js";
 import { tempPostgres } from "../../src/testing/temp-postgres.js";
+import pg from "pg";
 import type { RunView } from "../../src/server/api-types.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -663,6 +664,36 @@ describe("tether CLI against a real `tether serve`", () => {
       rmSync(demoCwd, { recursive: true, force: true });
     }
   }, 70_000);
+
+  it("a --database-url whose schema holds no store is refused (exit 4) by every command but those that create one, and never created", async () => {
+    const db = tempPostgres("typo");
+    try {
+      const url = `${db.url}${db.url.includes("?") ? "&" : "?"}schema=${db.schema}`;
+      for (const args of [["ls"], ["show", "run_1"], ["pause", "run_1"], ["prune", "--completed-before", "30d", "--dry-run"], ["halt", "--list"]]) {
+        const refused = await tether(["--database-url", url, ...args], { cwd });
+        expect(refused.code, args.join(" ")).toBe(4);
+        expect(refused.stderr.trim(), args.join(" ")).toMatch(
+          new RegExp(`^tether: no Tether store in schema ${db.schema} at .*: check the schema \\(\\?schema=, default tether\\); \`tether start\`, \`tether serve\` or \`tether worker\` create one \\[not_found\\]$`),
+        );
+      }
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [db.schema]);
+        expect(rows).toEqual([]);
+      } finally {
+        await client.end();
+      }
+      // start creates the store, as on SQLite; from then on the same commands work.
+      const started = await tether(["--database-url", url, "start", "writer", "into a new schema"], { cwd });
+      expect(started.code, started.stderr).toBe(0);
+      const listed = await tether(["--database-url", url, "ls", "--json"], { cwd });
+      expect(listed.code, listed.stderr).toBe(0);
+      expect((JSON.parse(listed.stdout) as RunView[]).map((r) => r.id)).toEqual([started.stdout.trim()]);
+    } finally {
+      await db.cleanup();
+    }
+  }, 60_000);
 
   it("demo --database-url runs on PostgreSQL: the run and the token are in the database, nothing in .tether/", async () => {
     const demoCwd = mkdtempSync(join(tmpdir(), "tether-demo-pg-"));
