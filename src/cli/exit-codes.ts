@@ -47,7 +47,11 @@ const hints: Record<string, string> = {
 /** A mistake in how the CLI was called: exit code 2. */
 export class UsageError extends Error {
   readonly code = "usage";
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** What to do about it, when there is more to say than the message. */
+    readonly hint?: string,
+  ) {
     super(message);
     this.name = "UsageError";
   }
@@ -68,7 +72,7 @@ export function exitCodeFor(error: unknown): number {
 export function errorReport(error: unknown): { code: string; message: string; hint?: string } {
   const code = codeOf(error);
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, " ").replace(/\.$/, "");
-  const hint = code ? hints[code] : undefined;
+  const hint = (error instanceof UsageError ? error.hint : undefined) ?? (code ? hints[code] : undefined);
   return { code: code ?? "error", message, ...(hint && !message.includes(hint) ? { hint } : {}) };
 }
 

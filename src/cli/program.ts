@@ -21,8 +21,9 @@ export function buildProgram(io: CliIo, options: { jsonErrors?: boolean; held?: 
     .addOption(new Option("--database-url <url>", "work straight on this PostgreSQL database (postgres://…; ?schema=name, default tether) instead of a server or SQLite").env("TETHER_DATABASE_URL"))
     .option("--agents <module>", "load agents from this module instead of tether.config.ts")
     .option("--json", "print JSON (read commands; an error as {\"error\":{code,message}})")
-    .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
+      // A mistake in the call is reported by runCli as one line, as every other error.
+      outputError: () => undefined,
       writeOut: (text) => io.stdout.write(text),
       // With --json a mistake in the call is reported as JSON (runCli), not as commander's text;
       // the text is held, and written after all when it was help (a command given no subcommand).
@@ -64,7 +65,10 @@ export async function runCli(argv: readonly string[], io: CliIo = { stdout: proc
         for (const text of held) io.stderr.write(text);
         return exitCode.ok;
       }
-      if (json) io.stderr.write(`${errorJson(new UsageError(error.message.replace(/^error: /, "")))}\n`);
+      const command = program.commands.find((c) => args.includes(c.name()));
+      const help = `\`tether ${command ? `${command.name()} ` : ""}--help\``;
+      const usage = new UsageError(error.message.replace(/^error: /, "").trim(), `see ${help}`);
+      io.stderr.write(`${json ? errorJson(usage) : errorLine(usage)}\n`);
       return exitCode.usage;
     }
     io.stderr.write(`${json ? errorJson(error) : errorLine(error)}\n`);

@@ -246,7 +246,13 @@ describe("tether CLI against a real `tether serve`", () => {
     expect(JSON.parse(missingJson.stderr)).toEqual({ error: { code: "run_not_found", message: "run run_missing does not exist", hint: "list runs with `tether ls`" } });
     const unknownJson = await cli(["--json", "shw"]);
     expect(unknownJson.code).toBe(2);
-    expect(JSON.parse(unknownJson.stderr)).toEqual({ error: { code: "usage", message: "unknown command 'shw' (Did you mean show?)" } });
+    expect(JSON.parse(unknownJson.stderr)).toEqual({ error: { code: "usage", message: "unknown command 'shw' (Did you mean show?)", hint: "see `tether --help`" } });
+    // As one line, like every other error: the message, what to do, the code.
+    const unknownText = await cli(["shw"]);
+    expect(unknownText.code).toBe(2);
+    expect(unknownText.stderr).toBe("tether: unknown command 'shw' (Did you mean show?): see `tether --help` [usage]\n");
+    const badValue = await cli(["ls", "--limit", "x"]);
+    expect(badValue.stderr).toBe("tether: option '--limit <n>' argument 'x' is invalid. --limit must be a whole number of at least 1: see `tether ls --help` [usage]\n");
     // A command with no subcommand still shows its help under --json.
     expect((await cli(["token", "--json"])).stderr).toContain("Usage: tether token [options] [command]");
     // Errors of a start point at the fix: where the server's agents come from and how to add one; the input an agent takes.
