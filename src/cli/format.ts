@@ -74,6 +74,27 @@ export function nextSteps(run: RunView): string | undefined {
   }
 }
 
+/** What decisions a worker makes about a call in flight when it takes a run over, in words. */
+const recoveryDecisions: Record<string, string> = {
+  abandon: "was in flight when its worker stopped: dropped unfinished, and made again if the run goes on",
+  retry: "was in flight when its worker stopped: retried with the same idempotency key",
+  apply: "was in flight when its worker stopped: its outcome is known and taken as it is",
+  uncertain: "was in flight when its worker stopped: it may or may not have happened, a person decides",
+};
+
+/** A `recovery` entry: a takeover, a decision on a call in flight, or a problem; any other shape as key=value. */
+function describeRecovery(d: Record<string, unknown>): string {
+  const str = (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value));
+  if (typeof d.previousWorker === "string" && typeof d.worker === "string") {
+    const why = d.holderGone ? "its process is gone" : "its lease ended";
+    return `taken over by worker ${d.worker} from ${d.previousWorker} (${why}); the run was ${str(d.status)}`;
+  }
+  if (typeof d.decision === "string" && typeof d.name === "string" && recoveryDecisions[d.decision]) return `${d.name} ${recoveryDecisions[d.decision]}`;
+  return Object.entries(d)
+    .map(([k, v]) => `${k}=${str(v)}`)
+    .join(" ");
+}
+
 /** Bytes in B, KB, MB or GB (1024s). */
 export function formatBytes(bytes: number): string {
   const units = ["B", "KB", "MB", "GB", "TB"];
@@ -197,7 +218,7 @@ export function describeEntry(entry: JournalEntry): string {
     case "approval.expired":
       return `approval deadline passed (${str(d.ttlMs)} ms): ${str(d.applied) === "wait" ? "still waiting" : "rejected"}: ${str(d.tool)}${call}`;
     case "recovery":
-      return `recovery: ${Object.entries(d).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ")}`;
+      return `recovery: ${describeRecovery(d)}`;
     default:
       return `${entry.type} ${shortJson(d)}`;
   }
