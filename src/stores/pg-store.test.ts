@@ -14,6 +14,25 @@ storeConformance("postgres", async () => {
 });
 
 describe("PostgresStore", () => {
+  it("names its connections tether in pg_stat_activity, unless the URL names them", async () => {
+    const db = tempPostgres();
+    try {
+      const appName = async (url: string) => {
+        const store = await new PostgresStore({ connectionString: url, schema: db.schema, poolSize: 1 }).open();
+        try {
+          const pool = (store as unknown as { pool: pg.Pool }).pool;
+          return (await pool.query<{ name: string }>("SELECT application_name AS name FROM pg_stat_activity WHERE pid = pg_backend_pid()")).rows[0].name;
+        } finally {
+          await store.close();
+        }
+      };
+      expect(await appName(db.url)).toBe("tether");
+      expect(await appName(`${db.url}${db.url.includes("?") ? "&" : "?"}application_name=billing-worker`)).toBe("billing-worker");
+    } finally {
+      await db.cleanup();
+    }
+  });
+
   it("refuses a database it cannot reach with store_error, naming it without the password", async () => {
     const store = new PostgresStore({ connectionString: "postgres://postgres:hunter2@127.0.0.1:1/none", schema: "nowhere" });
     const error = await store.open().catch((e: unknown) => e);

@@ -122,8 +122,10 @@ export class PostgresStore implements Store {
     this.s = quoteIdentifier(this.schema);
     this.channel = `${this.schema}_runs`;
     this.mainSize = options.poolSize ?? 10;
-    this.pool = new pg.Pool({ connectionString: options.connectionString, max: this.mainSize, types });
-    this.controlPool = new pg.Pool({ connectionString: options.connectionString, max: 2, types });
+    // Named in pg_stat_activity (an `application_name` in the URL wins).
+    const named = { connectionString: options.connectionString, application_name: "tether", types };
+    this.pool = new pg.Pool({ ...named, max: this.mainSize });
+    this.controlPool = new pg.Pool({ ...named, max: 2 });
     // An idle connection that fails (the server restarted) is dropped by the pool; no crash.
     this.pool.on("error", () => undefined);
     this.controlPool.on("error", () => undefined);
@@ -1196,7 +1198,7 @@ export class PostgresStore implements Store {
    */
   private async listen(): Promise<void> {
     await this.ready;
-    const client = new pg.Client({ connectionString: this.options.connectionString });
+    const client = new pg.Client({ connectionString: this.options.connectionString, application_name: "tether" });
     client.on("notification", (message) => {
       if (message.channel === this.channel) this.notified(message.payload ?? "");
     });
