@@ -21,6 +21,9 @@ export function storeLocation(options: { databaseUrl?: string; path?: string }):
     try {
       parsed = new URL(url);
     } catch {
+      // The URL parser refuses a port out of range as it does garbage: say which it was.
+      const port = /^[a-z]+:\/\/[^/?#]*:(\d+)(?:[/?#]|$)/i.exec(url)?.[1];
+      if (port !== undefined && Number(port) > 65535) throw new TetherError("invalid_input", `the database URL's port ${port} is out of range (1-65535): expected postgres://user@host:5432/database`);
       throw new TetherError("invalid_input", "the database URL is not a URL: expected postgres://user@host:5432/database");
     }
     if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
