@@ -40,8 +40,8 @@ class OwningRuntime extends Runtime {
     super(options);
   }
 
-  override async close(): Promise<void> {
-    await super.close();
+  override async close(options: { releaseLeases?: boolean } = {}): Promise<void> {
+    await super.close(options);
     await this.ownedStore.close();
   }
 }

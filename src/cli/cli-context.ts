@@ -3,10 +3,10 @@ import type { JournalEntry } from "../engine/store.js";
 import type { TetherClient } from "../client/tether-client.js";
 import type { RunView } from "../server/api-types.js";
 import type { RunStatus } from "../engine/status.js";
-import { connect, type Connection, type GlobalOptions } from "./connection.js";
-import { UsageError } from "./exit-codes.js";
 import { TetherError } from "../engine/errors.js";
 import { workerWaitText } from "../engine/worker-wait.js";
+import { connect, type Connection, type GlobalOptions } from "./connection.js";
+import { UsageError } from "./exit-codes.js";
 
 /** Where commands write: results to stdout, progress and hints to stderr. */
 export interface CliIo {
@@ -107,10 +107,6 @@ export function parseStatusList(value: string): RunStatus[] {
   return value.split(",").map((s) => s.trim()).filter(Boolean) as RunStatus[];
 }
 
-/**
- * Follows the run's events after `afterSeq` until its status is one of `targets` (or terminal),
- * passing each journal entry to `onEntry`. Gives up after `timeoutMs`.
- */
 /** Why a command on `run` waits for a worker, when it does: none holds the run (a lease run out, or none taken yet). */
 function noWorkerText(run: RunView): string | undefined {
   if (run.waitingForWorker) return workerWaitText(run.waitingForWorker);
@@ -120,6 +116,10 @@ function noWorkerText(run: RunView): string | undefined {
   return undefined;
 }
 
+/**
+ * Follows the run's events after `afterSeq` until its status is one of `targets` (or terminal),
+ * passing each journal entry to `onEntry`. Gives up after `timeoutMs`.
+ */
 export async function waitForStatus(
   client: TetherClient,
   run: RunView,
