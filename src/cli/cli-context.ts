@@ -4,7 +4,7 @@ import type { TetherClient } from "../client/tether-client.js";
 import type { RunView } from "../server/api-types.js";
 import type { RunStatus } from "../engine/status.js";
 import { TetherError } from "../engine/errors.js";
-import { workerWaitText } from "../engine/worker-wait.js";
+import { needsWorker, workerWaitText } from "../engine/worker-wait.js";
 import { connect, type Connection, type GlobalOptions } from "./connection.js";
 import { UsageError } from "./exit-codes.js";
 
@@ -110,7 +110,7 @@ export function parseStatusList(value: string): RunStatus[] {
 /** Why a command on `run` waits for a worker, when it does: none holds the run (a lease run out, or none taken yet). */
 function noWorkerText(run: RunView): string | undefined {
   if (run.waitingForWorker) return workerWaitText(run.waitingForWorker);
-  if (run.lease === null && !["paused", "halted", "completed", "failed", "cancelled"].includes(run.status)) {
+  if (run.lease === null && needsWorker.includes(run.status)) {
     return "no worker holds it yet: it goes on once one claims it (start one: `tether worker` or `tether serve` on this store)";
   }
   return undefined;

@@ -25,7 +25,8 @@ function fakeProbe(nonce: string, dead: Set<string>): ProcessProbe & { asked: Le
   return { self: { host: "test-host", pid: 1, nonce }, asked, gone: (holder) => (asked.push(holder), dead.has(holder.nonce)) };
 }
 
-async function crashInsideCharge(idempotent: boolean, dead: Set<string>) {
+/** The first runtime stops inside its first charge: closed as if killed, or with `releaseLeases` as a worker stopped on purpose. */
+async function crashInsideCharge(idempotent: boolean, dead: Set<string>, close: { releaseLeases?: boolean } = {}) {
   const ledger = new Ledger();
   const agent = sequenceAgent({
     name: "payer",
@@ -38,7 +39,7 @@ async function crashInsideCharge(idempotent: boolean, dead: Set<string>) {
   h = harness([agent], { leaseMs, processProbe: fakeProbe("first", dead) });
   const run = await h.runtime.start("payer", null);
   await waitUntil(() => ledger.executionsOf("charge") === 1);
-  await h.runtime.close();
+  await h.runtime.close(close);
   const held = await h.runtime.get(run.id);
   return { ledger, held };
 }
@@ -63,33 +64,20 @@ describe("orphaned runs of a lease holder that is gone", () => {
 
   it("a worker stopped on purpose (close with releaseLeases) lets its runs go at once: another worker takes them over though the holder lives and its lease had most of a minute to go", async () => {
     const alive = new Set<string>();
-    const ledger = new Ledger();
-    const agent = sequenceAgent({
-      name: "payer",
-      tools: [effectTool({ name: "charge", ledger, idempotent: true, afterEffect: (_key, execution) => (execution === 1 ? never : undefined) }), effectTool({ name: "receipt", ledger })],
-      steps: [
-        { tool: "charge", input: { id: "order-1" } },
-        { tool: "receipt", input: { id: "order-1" } },
-      ],
-    });
-    h = harness([agent], { leaseMs, processProbe: fakeProbe("first", alive) });
-    const run = await h.runtime.start("payer", null);
-    await waitUntil(() => ledger.executionsOf("charge") === 1);
     const stoppedAt = Date.now();
-    await h.runtime.close({ releaseLeases: true });
-    const released = await h.runtime.get(run.id);
+    const { ledger, held: released } = await crashInsideCharge(true, alive, { releaseLeases: true });
     expect(released.status).toBe("running");
     expect(released.lease).toMatchObject({ workerId: "worker-a", holder: { nonce: "first" } });
     expect(released.lease!.until).toBeGreaterThanOrEqual(stoppedAt);
     expect(released.lease!.until).toBeLessThanOrEqual(Date.now());
-    const second = h.open({ leaseMs, processProbe: fakeProbe("second", alive), workerPollMs: 10 });
+    const second = h!.open({ leaseMs, processProbe: fakeProbe("second", alive), workerPollMs: 10 });
     second.startWorker();
-    const done = await second.waitFor(run.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
+    const done = await second.waitFor(released.id, ["completed", "failed", "paused"], { timeoutMs: 20_000 });
     expect(done.status).toBe("completed");
     expect(done.epoch).toBe(released.epoch + 1);
     // The idempotent charge in flight was retried with its key; nothing ran twice without it.
-    expect(ledger.keysOf("charge")).toEqual([`${run.id}:1`, `${run.id}:1`]);
-    const journal = await journalOf(run.id);
+    expect(ledger.keysOf("charge")).toEqual([`${released.id}:1`, `${released.id}:1`]);
+    const journal = await journalOf(released.id);
     expect(journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data).toMatchObject({ previousWorker: "worker-a", worker: "worker-b" });
   });
 

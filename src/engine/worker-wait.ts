@@ -16,7 +16,8 @@ export interface WorkerWait {
 /** How long a run may wait for a worker before it is reported as waiting. */
 export const workerWaitNoticeMs = 3_000;
 
-const needsWorker: readonly RunStatus[] = ["queued", "running", "pausing", "cancelling"];
+/** The statuses in which a run needs a worker to go on. */
+export const needsWorker: readonly RunStatus[] = ["queued", "running", "pausing", "cancelling"];
 
 export function waitingForWorker(
   run: Pick<RunRecord, "status" | "lease" | "runningSince" | "createdAt" | "updatedAt">,

@@ -68,55 +68,58 @@ const ledger = (): LedgerRow[] => {
   }
 };
 
+/**
+ * A run queued by a process that executes nothing (`store` and `control` read it), and a first
+ * worker that has claimed it and is inside its `hold` tool; `fn` goes on from there.
+ */
+async function withRunInsideHold(fn: (ctx: { store: SqliteStore; runId: string; first: ChildProcess }) => Promise<void>): Promise<void> {
+  writeConfig();
+  const store = new SqliteStore({ path: dbPath });
+  const control = createTether({ agents: takeoverAgents(ledgerPath, { block: false }), store, worker: false, tracing: false });
+  try {
+    const run = await control.start(idempotentAgentName, null);
+    const first = startWorker(true);
+    await waitUntil(() => ledger().some((row) => row.tool === "hold" && row.pid === first.pid), "the first worker is inside hold", 30_000);
+    await fn({ store, runId: run.id, first });
+  } finally {
+    await control.close();
+    await store.close();
+  }
+}
+
 describe("tether worker restarted after a SIGKILL", () => {
   it("takes back the run its killed predecessor held, without waiting out the 60 s lease", async () => {
-    writeConfig();
-    // The run is queued by a process that executes nothing.
-    const store = new SqliteStore({ path: dbPath });
-    const control = createTether({ agents: takeoverAgents(ledgerPath, { block: false }), store, worker: false, tracing: false });
-    try {
-      const run = await control.start(idempotentAgentName, null);
-      const first = startWorker(true);
-      await waitUntil(() => ledger().some((row) => row.tool === "hold" && row.pid === first.pid), "the first worker is inside hold", 30_000);
+    await withRunInsideHold(async ({ store, runId, first }) => {
       const exited = new Promise((resolve) => first.once("exit", resolve));
       first.kill("SIGKILL");
       await exited;
-      expect((await store.getRun(run.id))?.lease?.until).toBeGreaterThan(Date.now() + 30_000);
+      expect((await store.getRun(runId))?.lease?.until).toBeGreaterThan(Date.now() + 30_000);
       const second = startWorker(false);
-      await waitUntil(async () => (await store.getRun(run.id))?.status === "completed", "the restarted worker completes the run", 30_000);
-      const journal = await store.readJournal(run.id, { limit: 1000 });
+      await waitUntil(async () => (await store.getRun(runId))?.status === "completed", "the restarted worker completes the run", 30_000);
+      const journal = await store.readJournal(runId, { limit: 1000 });
       expect(journal.find((e) => e.type === "recovery")?.data).toMatchObject({ holderGone: true, status: "running" });
       expect(ledger().map((row) => [row.tool, row.pid])).toEqual([
         ["hold", first.pid],
         ["hold", second.pid],
         ["finish", second.pid],
       ]);
-    } finally {
-      await control.close();
-      await store.close();
-    }
+    });
   }, 45_000);
 });
 
 describe("tether worker stopped with SIGTERM", () => {
   it("lets its run go at once: a worker already running takes it over without waiting out the 60 s lease", async () => {
     await killWorkers();
-    writeConfig();
-    const store = new SqliteStore({ path: dbPath });
-    const control = createTether({ agents: takeoverAgents(ledgerPath, { block: false }), store, worker: false, tracing: false });
-    try {
-      const run = await control.start(idempotentAgentName, null);
-      const first = startWorker(true);
-      await waitUntil(() => ledger().some((row) => row.tool === "hold" && row.pid === first.pid), "the first worker is inside hold", 30_000);
+    await withRunInsideHold(async ({ store, runId, first }) => {
       const second = startWorker(false);
       await started(second);
       const stoppedAt = Date.now();
       const exited = new Promise<number | null>((resolve) => first.once("exit", resolve));
       first.kill("SIGTERM");
       expect(await exited).toBe(0);
-      await waitUntil(async () => (await store.getRun(run.id))?.status === "completed", "the other worker completes the run", 30_000);
+      await waitUntil(async () => (await store.getRun(runId))?.status === "completed", "the other worker completes the run", 30_000);
       expect(Date.now() - stoppedAt).toBeLessThan(30_000);
-      const journal = await store.readJournal(run.id, { limit: 1000 });
+      const journal = await store.readJournal(runId, { limit: 1000 });
       const recovery = journal.find((e) => e.type === "recovery" && e.data.previousWorker !== undefined)?.data;
       expect(recovery).toMatchObject({ status: "running" });
       expect(recovery?.holderGone).toBeFalsy();
@@ -125,9 +128,6 @@ describe("tether worker stopped with SIGTERM", () => {
         ["hold", second.pid],
         ["finish", second.pid],
       ]);
-    } finally {
-      await control.close();
-      await store.close();
-    }
+    });
   }, 60_000);
 });
